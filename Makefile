@@ -1,0 +1,53 @@
+# Nyala's two commands: `make demo` and `make test`.  Each creates .venv when missing and
+# installs what it needs into it; nothing is installed outside the project.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip -q --disable-pip-version-check
+PROTO_FILES := $(wildcard proto/nyala/*.proto)
+
+.PHONY: test lint typecheck unit demo proto bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# A stamp per extras set, so a changed pyproject.toml reinstalls.
+$(VENV)/.stamp-test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[test]'
+	@touch $@
+
+$(VENV)/.stamp-bench: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[test,bench]'
+	@touch $@
+
+$(VENV)/.stamp-proto: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[proto]'
+	@touch $@
+
+test: lint typecheck
+	$(VENV)/bin/pytest -q
+
+lint: $(VENV)/.stamp-test
+	$(VENV)/bin/ruff check src tests bench demo
+	$(VENV)/bin/ruff format --check src tests bench demo
+
+typecheck: $(VENV)/.stamp-test
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.stamp-test
+	$(VENV)/bin/pytest -q tests/unit
+
+demo: $(VENV)/.stamp-test
+	$(PY) demo/run.py --dir ./nyala-data
+
+# Generated modules are committed; run this after editing proto/nyala/*.proto.
+proto: $(VENV)/.stamp-proto
+	$(PY) -m grpc_tools.protoc -Inyala/proto=proto/nyala --python_out=src --pyi_out=src $(PROTO_FILES)
+
+bench: $(VENV)/.stamp-bench
+	$(PY) bench/rpc_bench.py
+	$(PY) bench/wal_bench.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data

@@ -1,0 +1,15 @@
+"""The root ``nyala`` command; subject groups are added from their own modules."""
+
+from __future__ import annotations
+
+import click
+
+from nyala._version import __version__
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nyala")
+def main() -> None:
+    """Nyala: a distributed, replicated, columnar table store."""
