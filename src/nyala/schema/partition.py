@@ -1,0 +1,449 @@
+"""Hash and range partitioning, the row-to-tablet function, and partition pruning.
+
+A :class:`PartitionSchema` has zero or more hash dimensions (columns, buckets, seed) and a
+list of range columns; all are primary-key columns.  A row's *partition key* is, for each
+hash dimension, its bucket as 4 big-endian bytes (``murmur2_64(encoded columns, seed) %
+buckets``), followed by the encoded range columns.  A table's ranges are explicit
+``[lower, upper)`` bounds on the encoded range key (``b""`` means unbounded); they need not
+cover the key space, so a row may fall in no partition.  Each range is split into one
+:class:`Partition` per combination of hash buckets.  Partitions sort by partition key and do
+not overlap, so the row-to-partition function is a binary search.
+
+Pruning turns predicates into, per hash dimension, a set of possible buckets (when every
+column of the dimension has an equality or IN list) and an interval of the encoded range key
+(equalities on a prefix of the range columns, then one bounded column).  A partition is kept
+when its buckets and its range intersect those.  Pruning never drops a partition that can
+hold a matching row; it may keep some that cannot.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nyala.common.errors import InvalidArgument, NotFound
+
+from .keys import decode_key, encode_key, encode_prefix, murmur2_64, prefix_successor
+from .predicate import KeyRange, Op, Predicate
+from .schema import Schema
+from .types import ColumnType
+
+__all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds"]
+
+MAX_PRUNING_COMBINATIONS = 4096  # beyond this many IN-list combinations, keep all buckets
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HashDimension:
+    columns: tuple[str, ...]
+    num_buckets: int
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": list(self.columns), "num_buckets": self.num_buckets, "seed": self.seed}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RangeBounds:
+    """An encoded range ``[lower, upper)`` of the range key; ``b""`` is unbounded."""
+
+    lower: bytes = b""
+    upper: bytes = b""
+
+    def overlaps(self, other: RangeBounds) -> bool:
+        return _below(self.lower, other.upper) and _below(other.lower, self.upper)
+
+    def contains(self, range_key: bytes) -> bool:
+        return range_key >= self.lower and _below(range_key, self.upper)
+
+
+def _below(lower: bytes, upper: bytes) -> bool:
+    """lower < upper, where an empty upper means +infinity."""
+    return not upper or lower < upper
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class Partition:
+    """The slice of a table one tablet holds: hash buckets plus a range of the range key."""
+
+    partition_key_start: bytes
+    partition_key_end: bytes  # exclusive; b"" means unbounded
+    hash_buckets: tuple[int, ...]
+    range: RangeBounds
+
+    @classmethod
+    def make(cls, hash_buckets: tuple[int, ...], bounds: RangeBounds) -> Partition:
+        prefix = b"".join(b.to_bytes(4, "big") for b in hash_buckets)
+        start = prefix + bounds.lower
+        if bounds.upper:
+            end = prefix + bounds.upper
+        elif hash_buckets:
+            # The range is unbounded above: the partition ends where the next bucket begins.
+            end = prefix[:-4] + (hash_buckets[-1] + 1).to_bytes(4, "big")
+        else:
+            end = b""
+        return cls(start, end, hash_buckets, bounds)
+
+    def contains_key(self, partition_key: bytes) -> bool:
+        return partition_key >= self.partition_key_start and _below(partition_key, self.partition_key_end)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hash_buckets": list(self.hash_buckets),
+            "range_lower": self.range.lower.hex(),
+            "range_upper": self.range.upper.hex(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Partition:
+        try:
+            bounds = RangeBounds(bytes.fromhex(d["range_lower"]), bytes.fromhex(d["range_upper"]))
+            return cls.make(tuple(int(b) for b in d["hash_buckets"]), bounds)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidArgument(f"malformed partition description {dict(d)!r}: {e}") from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionSchema:
+    """How a table is split: hash dimensions, then range columns (both on key columns)."""
+
+    hash_dimensions: tuple[HashDimension, ...] = ()
+    range_columns: tuple[str, ...] = ()
+
+    def validate(self, schema: Schema) -> None:
+        used: set[str] = set()
+        for dim in self.hash_dimensions:
+            if not dim.columns:
+                raise InvalidArgument("a hash dimension needs at least one column")
+            if len(set(dim.columns)) != len(dim.columns):
+                raise InvalidArgument(f"hash dimension {list(dim.columns)} repeats a column")
+            if not 2 <= dim.num_buckets <= 1 << 20:
+                raise InvalidArgument(
+                    f"hash dimension {list(dim.columns)}: buckets must be >= 2, got {dim.num_buckets}"
+                )
+            if not 0 <= dim.seed < 1 << 32:
+                raise InvalidArgument(f"hash dimension {list(dim.columns)}: seed must be a 32-bit unsigned int")
+            for name in dim.columns:
+                _check_key_column(schema, name, "hash")
+                if name in used:
+                    raise InvalidArgument(f"column {name!r} is in more than one hash dimension")
+                used.add(name)
+        if len(set(self.range_columns)) != len(self.range_columns):
+            raise InvalidArgument(f"range columns {list(self.range_columns)} repeat a column")
+        for name in self.range_columns:
+            _check_key_column(schema, name, "range")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hash": [d.to_dict() for d in self.hash_dimensions], "range_columns": list(self.range_columns)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PartitionSchema:
+        try:
+            dims = tuple(
+                HashDimension(tuple(str(c) for c in h["columns"]), int(h["num_buckets"]), int(h.get("seed", 0)))
+                for h in d.get("hash", ())
+            )
+            return cls(dims, tuple(str(c) for c in d.get("range_columns", ())))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidArgument(f"malformed partition schema: {e}") from None
+
+
+def _check_key_column(schema: Schema, name: str, kind: str) -> None:
+    if not schema.has_column(name):
+        raise InvalidArgument(f"{kind} partition column {name!r} is not in the schema")
+    if not schema.is_key(name):
+        raise InvalidArgument(f"{kind} partition column {name!r} must be a primary key column")
+
+
+class Partitioner:
+    """A table's partition schema with its current ranges: maps rows to partitions and prunes."""
+
+    def __init__(self, schema: Schema, partition_schema: PartitionSchema, ranges: Iterable[RangeBounds] = ()) -> None:
+        partition_schema.validate(schema)
+        self.schema = schema
+        self.partition_schema = partition_schema
+        self._range_types = [schema.column(c).type for c in partition_schema.range_columns]
+        self._hash_types = [[schema.column(c).type for c in d.columns] for d in partition_schema.hash_dimensions]
+        ranges = list(ranges) if partition_schema.range_columns else [RangeBounds()]
+        if not partition_schema.range_columns and ranges != [RangeBounds()]:
+            raise InvalidArgument("a table without range columns has exactly one unbounded range")
+        self.ranges = _sorted_disjoint(ranges)
+        self.partitions = sorted(
+            Partition.make(buckets, bounds)
+            for bounds in self.ranges
+            for buckets in itertools.product(*(range(d.num_buckets) for d in partition_schema.hash_dimensions))
+        )
+        self._starts = [p.partition_key_start for p in self.partitions]
+
+    # --- ranges ------------------------------------------------------------------------------
+
+    def encode_range_key(self, values: Sequence[Any]) -> bytes:
+        """Encode one value per range column (a range bound or a row's range key)."""
+        cols = self.partition_schema.range_columns
+        if len(values) != len(cols):
+            raise InvalidArgument(f"a range bound needs one value per range column {list(cols)}, got {values!r}")
+        checked = [
+            self.schema.column(c).type.check(v, f"range bound, column {c!r}") for c, v in zip(cols, values, strict=True)
+        ]
+        return encode_key(self._range_types, checked)
+
+    def decode_range_key(self, data: bytes) -> tuple[Any, ...]:
+        return decode_key(self._range_types, data)
+
+    def bounds(self, lower: Sequence[Any] | None, upper: Sequence[Any] | None) -> RangeBounds:
+        """Range bounds from values: ``lower`` inclusive, ``upper`` exclusive, None unbounded."""
+        lo = b"" if lower is None else self.encode_range_key(lower)
+        hi = b"" if upper is None else self.encode_range_key(upper)
+        if hi and lo >= hi:
+            raise InvalidArgument(f"range lower bound {lower!r} is not below upper bound {upper!r}")
+        return RangeBounds(lo, hi)
+
+    def add_range(self, bounds: RangeBounds) -> Partitioner:
+        """A partitioner with one more range; it may not overlap an existing one."""
+        if not self.partition_schema.range_columns:
+            raise InvalidArgument("the table has no range columns")
+        for existing in self.ranges:
+            if existing.overlaps(bounds):
+                raise InvalidArgument(f"new range {self._show(bounds)} overlaps range {self._show(existing)}")
+        return Partitioner(self.schema, self.partition_schema, [*self.ranges, bounds])
+
+    def drop_range(self, bounds: RangeBounds) -> Partitioner:
+        if bounds not in self.ranges:
+            raise NotFound(f"no range {self._show(bounds)}; ranges are {[self._show(r) for r in self.ranges]}")
+        return Partitioner(self.schema, self.partition_schema, [r for r in self.ranges if r != bounds])
+
+    def partitions_of_range(self, bounds: RangeBounds) -> list[Partition]:
+        return [p for p in self.partitions if p.range == bounds]
+
+    def _show(self, bounds: RangeBounds) -> str:
+        lo = self.decode_range_key(bounds.lower) if bounds.lower else "-inf"
+        hi = self.decode_range_key(bounds.upper) if bounds.upper else "+inf"
+        return f"[{lo}, {hi})"
+
+    # --- rows ----------------------------------------------------------------------------
+
+    def partition_key(self, row: Mapping[str, Any]) -> bytes:
+        """The partition key of a row given as column name -> canonical value."""
+        parts = [
+            self.bucket(i, [row[c] for c in dim.columns]).to_bytes(4, "big")
+            for i, dim in enumerate(self.partition_schema.hash_dimensions)
+        ]
+        parts.append(encode_key(self._range_types, [row[c] for c in self.partition_schema.range_columns]))
+        return b"".join(parts)
+
+    def bucket(self, dimension: int, values: Sequence[Any]) -> int:
+        dim = self.partition_schema.hash_dimensions[dimension]
+        return murmur2_64(encode_key(self._hash_types[dimension], values), dim.seed) % dim.num_buckets
+
+    def find(self, partition_key: bytes) -> Partition:
+        """The partition holding ``partition_key``; NotFound when no range covers it."""
+        i = bisect.bisect_right(self._starts, partition_key) - 1
+        if i >= 0 and self.partitions[i].contains_key(partition_key):
+            return self.partitions[i]
+        raise NotFound(f"no range partition covers partition key {partition_key.hex()}")
+
+    def partition_for_row(self, row: Mapping[str, Any]) -> Partition:
+        return self.find(self.partition_key(row))
+
+    # --- pruning -------------------------------------------------------------------------
+
+    def prune(self, predicates: Sequence[Predicate], key_range: KeyRange | None = None) -> list[Partition]:
+        """Partitions that may hold rows matching all ``predicates`` (bound) and ``key_range``."""
+        by_column: dict[str, list[Predicate]] = {}
+        for p in predicates:
+            by_column.setdefault(p.column, []).append(p)
+        if any(self.schema.is_key(c) and _never_matches(ps) for c, ps in by_column.items()):
+            return []
+        bucket_sets = [self._possible_buckets(i, by_column) for i in range(len(self.partition_schema.hash_dimensions))]
+        window = self._range_window(by_column, key_range)
+        if window is None:
+            return []
+        return [
+            p
+            for p in self.partitions
+            if p.range.overlaps(window) and all(b in s for b, s in zip(p.hash_buckets, bucket_sets, strict=True))
+        ]
+
+    def _possible_buckets(self, dimension: int, by_column: Mapping[str, list[Predicate]]) -> set[int]:
+        dim = self.partition_schema.hash_dimensions[dimension]
+        choices = []
+        for name in dim.columns:
+            values = _point_values(by_column.get(name, []))
+            if values is None:
+                return set(range(dim.num_buckets))
+            choices.append(values)
+        combos = 1
+        for c in choices:
+            combos *= len(c)
+        if combos > MAX_PRUNING_COMBINATIONS:
+            return set(range(dim.num_buckets))
+        return {self.bucket(dimension, list(combo)) for combo in itertools.product(*choices)}
+
+    def _range_window(self, by_column: Mapping[str, list[Predicate]], key_range: KeyRange | None) -> RangeBounds | None:
+        """The interval of encoded range keys that matching rows can have, or None if empty."""
+        window = _window_from_predicates(self._range_types, self.partition_schema.range_columns, by_column)
+        if window is None:
+            return None
+        if key_range is not None and self._range_is_key_prefix():
+            window = _intersect(window, self._window_from_key_range(key_range))
+        return window
+
+    def _range_is_key_prefix(self) -> bool:
+        cols = self.partition_schema.range_columns
+        return bool(cols) and list(cols) == self.schema.key_names[: len(cols)]
+
+    def _window_from_key_range(self, key_range: KeyRange) -> RangeBounds:
+        n = len(self.partition_schema.range_columns)
+        # Keys >= lower have a range prefix >= lower's prefix; keys < upper have one <= upper's.
+        lo = b"" if key_range.lower is None else encode_key(self._range_types, key_range.lower[:n])
+        hi = b"" if key_range.upper is None else encode_key(self._range_types, key_range.upper[:n]) + b"\x00"
+        return RangeBounds(lo, hi)
+
+    def to_json(self) -> bytes:
+        d = {
+            "schema": self.schema.to_dict(),
+            "partition_schema": self.partition_schema.to_dict(),
+            "ranges": [[r.lower.hex(), r.upper.hex()] for r in self.ranges],
+        }
+        return json.dumps(d, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Partitioner:
+        try:
+            d = json.loads(data)
+            ranges = [RangeBounds(bytes.fromhex(lo), bytes.fromhex(hi)) for lo, hi in d["ranges"]]
+            return cls(Schema.from_dict(d["schema"]), PartitionSchema.from_dict(d["partition_schema"]), ranges)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidArgument(f"malformed partitioning description: {e}") from None
+
+
+def _sorted_disjoint(ranges: list[RangeBounds]) -> list[RangeBounds]:
+    out = sorted(ranges, key=lambda r: r.lower)
+    for a, b in itertools.pairwise(out):
+        if a.overlaps(b):
+            raise InvalidArgument(f"ranges overlap: [{a.lower.hex()}, {a.upper.hex()}) and [{b.lower.hex()}, ...)")
+    for r in out:
+        if r.upper and r.lower >= r.upper:
+            raise InvalidArgument(f"empty range [{r.lower.hex()}, {r.upper.hex()})")
+    return out
+
+
+def _never_matches(preds: Sequence[Predicate]) -> bool:
+    """True when the predicates on one non-null key column can match no value."""
+    return any(p.op is Op.IS_NULL or (p.op is Op.IN and not p.values) for p in preds) or _point_values(preds) == []
+
+
+def _point_values(preds: Sequence[Predicate]) -> list[Any] | None:
+    """The finite set of values the predicates allow, or None when it is not a finite set."""
+    allowed: set[Any] | None = None
+    for p in preds:
+        if p.op is Op.EQ:
+            s = {p.value}
+        elif p.op is Op.IN:
+            s = set(p.values)
+        else:
+            continue
+        allowed = s if allowed is None else allowed & s
+    if allowed is None:
+        return None
+    return sorted(v for v in allowed if all(p.matches(v) for p in preds))
+
+
+@dataclasses.dataclass
+class _Bound:
+    value: Any
+    inclusive: bool
+
+
+def _column_interval(preds: Sequence[Predicate]) -> tuple[_Bound | None, _Bound | None] | None:
+    """Tightest [lower, upper] one column's predicates allow; None if it is empty."""
+    points = _point_values(preds)
+    if points is not None:
+        return (_Bound(points[0], True), _Bound(points[-1], True)) if points else None
+    lo: _Bound | None = None
+    hi: _Bound | None = None
+    for p in preds:
+        if p.op in (Op.GT, Op.GE):
+            b = _Bound(p.value, p.op is Op.GE)
+            if lo is None or b.value > lo.value or (b.value == lo.value and not b.inclusive):
+                lo = b
+        elif p.op in (Op.LT, Op.LE):
+            b = _Bound(p.value, p.op is Op.LE)
+            if hi is None or b.value < hi.value or (b.value == hi.value and not b.inclusive):
+                hi = b
+    if (
+        lo is not None
+        and hi is not None
+        and (lo.value > hi.value or (lo.value == hi.value and not (lo.inclusive and hi.inclusive)))
+    ):
+        return None
+    return lo, hi
+
+
+def _window_from_predicates(
+    types: Sequence[ColumnType], columns: Sequence[str], by_column: Mapping[str, list[Predicate]]
+) -> RangeBounds | None:
+    """Walk the range columns: equalities extend both bounds, the first inexact column ends it."""
+    lo_prefix: list[Any] = []
+    hi_prefix: list[Any] = []
+    lo_open = hi_open = False  # whether the last bound value is exclusive
+    lo_done = hi_done = False
+    for name in columns:
+        interval = _column_interval(by_column.get(name, []))
+        if interval is None:
+            return None
+        lo, hi = interval
+        if not lo_done:
+            if lo is None:
+                lo_done = True
+            else:
+                lo_prefix.append(lo.value)
+                lo_open, lo_done = not lo.inclusive, not (lo.inclusive and hi is not None and lo.value == hi.value)
+        if not hi_done:
+            if hi is None:
+                hi_done = True
+            else:
+                hi_prefix.append(hi.value)
+                hi_open, hi_done = not hi.inclusive, not (hi.inclusive and lo is not None and lo.value == hi.value)
+        if lo_done and hi_done:
+            break
+    lower = _lower_bytes(types, lo_prefix, lo_open)
+    upper = _upper_bytes(types, hi_prefix, hi_open)
+    if lower is None or (upper and lower >= upper):
+        return None
+    return RangeBounds(lower, upper)
+
+
+def _lower_bytes(types: Sequence[ColumnType], prefix: list[Any], exclusive: bool) -> bytes | None:
+    """The inclusive lower bound, or None when no key can be above an exclusive one."""
+    if not prefix:
+        return b""
+    encoded = encode_prefix(types, prefix)
+    if not exclusive:
+        return encoded
+    if len(prefix) == len(types):
+        return encoded + b"\x00"
+    # Every key whose prefix equals `prefix` is excluded: start after all of them.
+    return prefix_successor(encoded) or None
+
+
+def _upper_bytes(types: Sequence[ColumnType], prefix: list[Any], exclusive: bool) -> bytes:
+    if not prefix:
+        return b""
+    encoded = encode_prefix(types, prefix)
+    if exclusive:
+        return encoded  # keys with this prefix are excluded, and smaller prefixes sort before it
+    return encoded + b"\x00" if len(prefix) == len(types) else prefix_successor(encoded)
+
+
+def _intersect(a: RangeBounds, b: RangeBounds) -> RangeBounds | None:
+    lower = max(a.lower, b.lower)
+    uppers = [u for u in (a.upper, b.upper) if u]
+    upper = min(uppers) if uppers else b""
+    if upper and lower >= upper:
+        return None
+    return RangeBounds(lower, upper)

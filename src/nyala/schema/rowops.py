@@ -1,0 +1,228 @@
+"""Row operations: INSERT, UPDATE, DELETE, UPSERT and their _IGNORE variants, as Arrow batches.
+
+Encoding: one Arrow IPC stream whose first column ``__op`` (int8, Kudu's op codes) gives each
+row's operation and whose other columns are any subset of the table's columns, by name, with
+exactly the table's Arrow types.  These bytes are the body of a Write RPC and the payload of
+the Raft entry; decoding is zero-copy and :func:`decode_row_operations` checks them against
+the table schema before anything is applied.
+
+Semantics of a column that is present: it is *set* on every row of the batch (a null cell
+sets NULL).  An absent column is *unset*: INSERT and UPSERT of a new row use the column's
+default (or NULL), UPDATE and UPSERT of an existing row leave it unchanged.  Rows that set
+different columns go in separate batches.  DELETE uses only the key columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nyala.common.config import setting
+from nyala.common.errors import InvalidArgument
+
+from .schema import Schema
+from .types import DataType
+
+__all__ = [
+    "OP_COLUMN",
+    "OpType",
+    "RowOperationOptions",
+    "RowOperations",
+    "decode_row_operations",
+    "encode_row_operations",
+    "make_row_operations",
+]
+
+OP_COLUMN = "__op"
+
+
+class OpType(enum.IntEnum):
+    """Kudu's write operation codes."""
+
+    INSERT = 1
+    UPDATE = 2
+    DELETE = 3
+    UPSERT = 4
+    INSERT_IGNORE = 5
+    UPDATE_IGNORE = 6
+    DELETE_IGNORE = 7
+    UPSERT_IGNORE = 8
+
+    @property
+    def base(self) -> OpType:
+        """The operation without _IGNORE."""
+        return _BASE[self]
+
+    @property
+    def ignores_errors(self) -> bool:
+        return self >= OpType.INSERT_IGNORE
+
+
+_BASE = {
+    OpType.INSERT: OpType.INSERT,
+    OpType.UPDATE: OpType.UPDATE,
+    OpType.DELETE: OpType.DELETE,
+    OpType.UPSERT: OpType.UPSERT,
+    OpType.INSERT_IGNORE: OpType.INSERT,
+    OpType.UPDATE_IGNORE: OpType.UPDATE,
+    OpType.DELETE_IGNORE: OpType.DELETE,
+    OpType.UPSERT_IGNORE: OpType.UPSERT,
+}
+_CREATING = pa.array([int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT)], pa.int8())
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOperationOptions:
+    """Limits on one batch of row operations."""
+
+    max_row_operations_bytes: int = setting(
+        64 << 20, "Largest encoded batch of row operations accepted in one write, in bytes."
+    )
+    max_cell_size_bytes: int = setting(64 << 10, "Largest string or binary cell accepted, in bytes (Kudu's name).")
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOperations:
+    """A decoded, validated batch: one op code per row and the columns it sets."""
+
+    ops: pa.Array  # int8 op codes
+    data: pa.Table  # the set columns, a subset of the table's, with the table's types
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.data.column_names)
+
+
+def make_row_operations(
+    schema: Schema,
+    op: OpType | Sequence[OpType],
+    rows: Sequence[Mapping[str, Any]] | pa.Table | pa.RecordBatch,
+) -> bytes:
+    """Encode rows (dicts that all set the same columns, or an Arrow table) for ``op``."""
+    if isinstance(rows, pa.Table | pa.RecordBatch):
+        table = pa.table(rows) if isinstance(rows, pa.RecordBatch) else rows
+        columns = {name: _cast(schema, name, table.column(name)) for name in table.column_names}
+        n = table.num_rows
+    else:
+        names = list(rows[0]) if rows else schema.key_names
+        if any(list(r) != names and set(r) != set(names) for r in rows):
+            raise InvalidArgument("all rows of one batch must set the same columns")
+        columns = {
+            name: pa.array([r[name] for r in rows], schema.column(name).arrow_type)
+            if schema.has_column(name)
+            else pa.array([r[name] for r in rows])
+            for name in names
+        }
+        n = len(rows)
+    codes = [int(op)] * n if isinstance(op, OpType) else [int(o) for o in op]
+    if len(codes) != n:
+        raise InvalidArgument(f"{len(codes)} op codes for {n} rows")
+    batch = pa.record_batch({OP_COLUMN: pa.array(codes, pa.int8()), **columns})
+    return encode_row_operations(batch)
+
+
+def _cast(schema: Schema, name: str, column: Any) -> Any:
+    if not schema.has_column(name):
+        return column
+    target = schema.column(name).arrow_type
+    try:
+        return column.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise InvalidArgument(f"column {name!r}: cannot convert {column.type} to {target}: {e}") from None
+
+
+def encode_row_operations(batch: pa.RecordBatch | pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode_row_operations(
+    payload: bytes | memoryview | pa.Buffer, schema: Schema, options: RowOperationOptions | None = None
+) -> RowOperations:
+    """Read and check a batch against ``schema``; InvalidArgument names what is wrong."""
+    options = options or RowOperationOptions()
+    size = payload.size if isinstance(payload, pa.Buffer) else len(payload)
+    if size > options.max_row_operations_bytes:
+        raise InvalidArgument(
+            f"row operations of {size} bytes exceed the limit of {options.max_row_operations_bytes} bytes"
+        )
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+        table.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        raise InvalidArgument(f"row operations are not a valid Arrow IPC stream: {e}") from None
+    ops = _check_ops(table)
+    data = table.drop_columns([OP_COLUMN])
+    _check_columns(data, schema)
+    _check_values(data, ops, schema, options)
+    return RowOperations(ops, data)
+
+
+def _check_ops(table: pa.Table) -> pa.Array:
+    if table.num_columns == 0 or table.column_names[0] != OP_COLUMN:
+        raise InvalidArgument(f"row operations need {OP_COLUMN!r} as their first column")
+    if table.column_names.count(OP_COLUMN) != 1:
+        raise InvalidArgument(f"row operations repeat the {OP_COLUMN!r} column")
+    column = table.column(0)
+    if column.type != pa.int8():
+        raise InvalidArgument(f"column {OP_COLUMN!r} must be int8, not {column.type}")
+    ops = column.combine_chunks()
+    if ops.null_count:
+        raise InvalidArgument(f"column {OP_COLUMN!r} has nulls")
+    if len(ops) and (pc.min(ops).as_py() < min(OpType) or pc.max(ops).as_py() > max(OpType)):
+        raise InvalidArgument(f"column {OP_COLUMN!r} has unknown op codes; known: {[int(o) for o in OpType]}")
+    return ops
+
+
+def _check_columns(data: pa.Table, schema: Schema) -> None:
+    seen: set[str] = set()
+    for field in data.schema:
+        if field.name in seen:
+            raise InvalidArgument(f"row operations repeat column {field.name!r}")
+        seen.add(field.name)
+        if not schema.has_column(field.name):
+            raise InvalidArgument(f"row operations set unknown column {field.name!r}; columns are {schema.names}")
+        expected = schema.column(field.name).arrow_type
+        if field.type != expected:
+            raise InvalidArgument(f"column {field.name!r} has type {field.type}, expected {expected}")
+    for name in schema.key_names:
+        if name not in seen:
+            raise InvalidArgument(f"row operations lack primary key column {name!r}")
+
+
+def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOperationOptions) -> None:
+    creating = pc.is_in(ops, _CREATING)
+    any_creating = bool(pc.any(creating).as_py())
+    for col in schema.columns:
+        if col.name not in data.column_names:
+            if any_creating and not col.nullable and col.default is None:
+                raise InvalidArgument(f"INSERT and UPSERT rows must set non-null column {col.name!r} (no default)")
+            continue
+        values = data.column(col.name)
+        # DELETE rows may carry nulls in non-key columns they do not use.
+        if (values.null_count and not col.nullable) and (
+            schema.is_key(col.name) or _nulls_outside_deletes(values, ops)
+        ):
+            raise InvalidArgument(f"column {col.name!r} is not nullable but has nulls")
+        if col.type.type in (DataType.STRING, DataType.BINARY) and len(values):
+            longest = pc.max(pc.binary_length(values)).as_py() or 0
+            if longest > options.max_cell_size_bytes:
+                raise InvalidArgument(
+                    f"column {col.name!r} has a cell of {longest} bytes, over the limit of "
+                    f"{options.max_cell_size_bytes} bytes"
+                )
+
+
+def _nulls_outside_deletes(values: pa.ChunkedArray, ops: pa.Array) -> bool:
+    is_delete = pc.is_in(ops, pa.array([int(OpType.DELETE), int(OpType.DELETE_IGNORE)], pa.int8()))
+    return bool(pc.any(pc.and_(pc.is_null(values.combine_chunks()), pc.invert(is_delete))).as_py())
