@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from nyala._version import __version__
+from nyala.tools.cmd_wal import wal
 
 __all__ = ["main"]
 
@@ -13,3 +14,6 @@ __all__ = ["main"]
 @click.version_option(__version__, prog_name="nyala")
 def main() -> None:
     """Nyala: a distributed, replicated, columnar table store."""
+
+
+main.add_command(wal)

@@ -1,0 +1,384 @@
+"""The write-ahead log of one tablet: the public :class:`Log`."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from collections.abc import Generator, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+
+from nyala.common.errors import IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.wal.anchors import AnchorKind, LogAnchorRegistry, segments_to_delete
+from nyala.wal.appender import GroupCommitter, Request
+from nyala.wal.entry import LogEntry
+from nyala.wal.format import (
+    FOOTER_SIZE,
+    MAX_TABLET_ID_BYTES,
+    batch_header,
+    effective_records,
+    encode_entries,
+    encode_truncate_marker,
+)
+from nyala.wal.index import LogIndex
+from nyala.wal.options import WalOptions
+from nyala.wal.reader import BatchReader
+from nyala.wal.recovery import recover
+from nyala.wal.segment import ActiveSegment, Preallocator, SegmentInfo, fsync_dir
+
+__all__ = ["Log"]
+
+_SPANS_PER_FETCH = 64
+
+
+class Log:
+    """A tablet's write-ahead log in one directory; see :mod:`nyala.wal` for how it works.
+
+    Thread-safe.  Appends return a ``concurrent.futures.Future`` that completes (with the last
+    index appended) once the entries are durable; asyncio code awaits
+    ``asyncio.wrap_future(log.append(...))``.
+    """
+
+    def __init__(self, directory: str, tablet_id: str, options: WalOptions, anchors: LogAnchorRegistry) -> None:
+        """Use :meth:`open`."""
+        self.directory = directory
+        self.tablet_id = tablet_id
+        self.options = options
+        self.anchors = anchors
+        self._dir_fd = _lock_directory(directory)
+        self._reserve_lock = threading.Lock()  # orders reservations; taken first
+        self._state_lock = threading.Lock()  # guards the index and the segment list
+        self._closed = False
+        try:
+            state = recover(directory, tablet_id, self._dir_fd)
+            self._index: LogIndex = state.index
+            self._segments: list[SegmentInfo] = state.closed
+            self._preallocator = Preallocator(
+                directory, tablet_id, options.segment_size_bytes, options.preallocate_segments
+            )
+            self._active = ActiveSegment(self._preallocator.take(state.next_seqno), self._dir_fd)
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
+        self._preallocator.start(state.next_seqno + 1)
+        self._next_index = self._index.last_index + 1
+        self._last_term = self._index.last_term
+        # A group never exceeds half a segment, so segments stay near their nominal size.
+        group_bytes = min(options.group_commit_max_bytes, options.segment_size_bytes // 2)
+        self._committer = GroupCommitter(f"wal-append-{tablet_id}", self._write_group, group_bytes)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        tablet_id: str,
+        options: WalOptions | None = None,
+        anchors: LogAnchorRegistry | None = None,
+    ) -> Log:
+        """Open (creating when missing) and recover the log in ``directory``.
+
+        Raises Corruption when a segment is damaged anywhere but a torn tail, IllegalState when
+        another Log holds the directory, InvalidArgument for a bad tablet id.
+        """
+        _check_tablet_id(tablet_id)
+        path = os.fspath(directory)
+        _make_directory(path)
+        return cls(path, tablet_id, options or WalOptions(), anchors or LogAnchorRegistry())
+
+    # -- appending --------------------------------------------------------------------------
+
+    def append(self, entries: Sequence[LogEntry]) -> Future[int]:
+        """Queue ``entries`` (consecutive indexes starting at :attr:`next_index`) for group commit.
+
+        The future completes with the last index once the entries are durable, in reservation
+        order.  Raises InvalidArgument (changing nothing) for bad entries, IllegalState after
+        close and IOFailure after an earlier write failure.
+        """
+        data, runs = encode_entries(entries)
+        if len(data) > self.options.max_append_bytes:
+            raise InvalidArgument(
+                f"append of {len(data)} bytes exceeds max_append_bytes={self.options.max_append_bytes}"
+            )
+        first, last = entries[0].index, entries[-1].index
+        future: Future[int] = Future()
+        future.set_running_or_notify_cancel()  # a reserved append cannot be cancelled any more
+        with self._reserve_lock:
+            self._check_writable()
+            if first != self._next_index:
+                raise InvalidArgument(f"append must start at index {self._next_index}, not {first}")
+            if self._last_term is not None and runs[0][1] < self._last_term:
+                raise InvalidArgument(
+                    f"entry {first}: term {runs[0][1]} is below the log's last term {self._last_term}"
+                )
+            self._next_index = last + 1
+            self._last_term = runs[-1][1]
+            self._committer.submit(Request(data, future, first, last, runs))
+        return future
+
+    def append_sync(self, entries: Sequence[LogEntry], timeout: float | None = None) -> int:
+        """:meth:`append` and wait until durable; return the last index."""
+        return self.append(entries).result(timeout)
+
+    def truncate_after(self, index: int) -> Future[int]:
+        """Remove entries above ``index``, durably and in order with appends; the next append starts at index+1.
+
+        A marker record goes through the same queue as appends; recovery and readers discard
+        entries above ``index`` written before it.  ``index`` must lie in ``first_index-1 ..
+        next_index-1`` (entries below first_index were garbage collected, hence committed).
+        """
+        if type(index) is not int or index < 0:
+            raise InvalidArgument(f"truncation index must be an integer >= 0, got {index!r}")
+        future: Future[int] = Future()
+        future.set_running_or_notify_cancel()
+        with self._reserve_lock:
+            self._check_writable()
+            with self._state_lock:
+                lowest = self._index.first_index - 1
+            if not lowest <= index < self._next_index:
+                raise InvalidArgument(
+                    f"cannot truncate after {index}: the log holds {lowest + 1}..{self._next_index - 1}"
+                )
+            self._next_index = index + 1
+            self._last_term = None  # unknown until the next append; the consensus layer owns terms
+            self._committer.submit(Request(encode_truncate_marker(index), future, index, index, None))
+        return future
+
+    def truncate_after_sync(self, index: int, timeout: float | None = None) -> int:
+        return self.truncate_after(index).result(timeout)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise IllegalState(f"the log of tablet {self.tablet_id} is closed")
+        failure = self._committer.failure
+        if failure is not None:
+            raise IOFailure(f"the log of tablet {self.tablet_id} failed earlier and must be reopened: {failure}")
+
+    # -- the appender thread ----------------------------------------------------------------
+
+    def _write_group(self, group: list[Request]) -> None:
+        """Write a group as one batch and sync it (appender thread only)."""
+        payload = group[0].data if len(group) == 1 else b"".join([r.data for r in group])
+        header = batch_header(payload)
+        segment = self._active
+        needed = len(header) + len(payload) + FOOTER_SIZE
+        if segment.has_records and segment.offset + needed > self.options.segment_size_bytes:
+            segment = self._roll_over()
+        try:
+            offset = segment.write(header, payload)
+            if self.options.fsync_enabled:
+                segment.sync()
+        except OSError as exc:
+            raise IOFailure(f"{segment.path}: write or sync failed: {exc.strerror}") from exc
+        with self._state_lock:
+            for request in group:
+                if request.runs is None:
+                    self._index.truncate_after(request.first)
+                else:
+                    self._index.add(segment.seqno, offset, request.first, request.last, request.runs)
+                    segment.note_entries(request.first, request.last)
+
+    def _roll_over(self) -> ActiveSegment:
+        old = self._active
+        prepared = self._preallocator.take(old.seqno + 1)
+        try:
+            closed = old.finish()
+        except OSError as exc:
+            os.close(prepared.fd)
+            raise IOFailure(f"{old.path}: cannot close segment: {exc.strerror}") from exc
+        new = ActiveSegment(prepared, self._dir_fd)
+        with self._state_lock:
+            self._segments.append(closed)
+            self._active = new
+        self._preallocator.start(new.seqno + 1)
+        return new
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def first_index(self) -> int:
+        """The lowest index still in the log (last_index + 1 when it holds no entry)."""
+        with self._state_lock:
+            return self._index.first_index
+
+    @property
+    def last_index(self) -> int:
+        """The highest durable index (0 for a new log)."""
+        with self._state_lock:
+            return self._index.last_index
+
+    @property
+    def next_index(self) -> int:
+        """The index the next append must start with (counts queued, not yet durable appends)."""
+        with self._reserve_lock:
+            return self._next_index
+
+    def term_at(self, index: int) -> int:
+        """Term of the durable entry ``index``; NotFound when it is not in the log."""
+        with self._state_lock:
+            return self._index.term_at(index)
+
+    def entries(self, from_index: int, to_index: int | None = None) -> Generator[LogEntry, None, None]:
+        """Iterate durable entries from ``from_index`` up to ``to_index`` (default: the last now).
+
+        NotFound when ``from_index`` was garbage collected; InvalidArgument beyond last_index+1.
+        """
+        if type(from_index) is not int or from_index < 1:
+            raise InvalidArgument(f"from_index must be an integer >= 1, got {from_index!r}")
+        with self._state_lock:
+            self._check_readable(from_index)
+            upper = self._index.last_index if to_index is None else min(to_index, self._index.last_index)
+        return self._iterate(from_index, upper)
+
+    def read(self, from_index: int, max_bytes: int, to_index: int | None = None) -> list[LogEntry]:
+        """Entries from ``from_index`` whose payloads total at most ``max_bytes`` (always at least one)."""
+        if type(max_bytes) is not int or max_bytes < 0:
+            raise InvalidArgument(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
+        result: list[LogEntry] = []
+        total = 0
+        with contextlib.closing(self.entries(from_index, to_index)) as entries:
+            for entry in entries:
+                total += len(entry.payload)
+                if result and total > max_bytes:
+                    break
+                result.append(entry)
+        return result
+
+    def _check_readable(self, from_index: int) -> None:
+        index = self._index
+        if from_index < index.first_index:
+            raise NotFound(f"index {from_index} was garbage collected; the log starts at {index.first_index}")
+        if from_index > index.last_index + 1:
+            raise InvalidArgument(f"index {from_index} is beyond the end of the log (last index {index.last_index})")
+
+    def _iterate(self, position: int, upper: int) -> Generator[LogEntry, None, None]:
+        reader = BatchReader(self.directory)
+        try:
+            while position <= upper:
+                with self._state_lock:
+                    self._check_readable(position)
+                    if position > self._index.last_index:
+                        return  # truncated meanwhile
+                    spans = self._index.spans_from(position, _SPANS_PER_FETCH)
+                reader.forget()
+                for span in spans:
+                    payload = reader.payload(span.seqno, span.offset)
+                    where = f"{reader.path(span.seqno)}: batch at byte offset {span.offset}"
+                    for record in effective_records(payload, where):
+                        if span.lo <= record.op_index <= min(span.hi, upper):
+                            data = bytes(payload[record.start : record.start + record.length])
+                            yield LogEntry(record.term, record.op_index, record.type, data)
+                    position = span.hi + 1
+                    if position > upper:
+                        return
+        finally:
+            reader.close()
+
+    # -- segments and GC --------------------------------------------------------------------
+
+    def segments(self) -> list[SegmentInfo]:
+        """Closed segments, oldest first, then the active one."""
+        with self._state_lock:
+            return [*self._segments, self._active.info()]
+
+    def gc(self) -> list[SegmentInfo]:
+        """Delete the oldest closed segments that no anchor needs; return what was deleted."""
+        required = self.anchors.earliest(AnchorKind.REQUIRED)
+        retention = self.anchors.earliest(AnchorKind.RETENTION)
+        with self._state_lock:
+            if self._closed:
+                raise IllegalState(f"the log of tablet {self.tablet_id} is closed")
+            count = segments_to_delete(
+                [s.max_index for s in self._segments],
+                required,
+                retention,
+                self.options.min_segments_to_retain,
+                self.options.max_segments_to_retain,
+            )
+            victims = self._segments[:count]
+            if victims:
+                del self._segments[:count]
+                self._index.drop_segments_through(victims[-1].seqno)
+        self._delete_files(victims)
+        return victims
+
+    def _delete_files(self, victims: list[SegmentInfo]) -> None:
+        try:
+            for victim in victims:
+                os.unlink(victim.path)
+            if victims:
+                fsync_dir(self._dir_fd)
+        except OSError as exc:
+            raise IOFailure(f"{self.directory}: cannot delete old segments: {exc.strerror}") from exc
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish queued appends, close the active segment (footer, truncate, fsync), unlock."""
+        with self._reserve_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._committer.stop()
+        try:
+            self._preallocator.discard()
+            with self._state_lock:
+                active = self._active
+                if self._committer.failure is not None:
+                    active.abandon()
+                elif active.has_records:
+                    self._segments.append(active.finish())
+                else:
+                    active.discard()
+        except OSError as exc:
+            raise IOFailure(f"{self._active.path}: cannot close segment: {exc.strerror}") from exc
+        finally:
+            os.close(self._dir_fd)
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- statistics -------------------------------------------------------------------------
+
+    @property
+    def group_stats(self) -> tuple[int, int]:
+        """(groups committed, requests committed) since open; their ratio is the average group size."""
+        return self._committer.groups, self._committer.requests
+
+
+def _check_tablet_id(tablet_id: str) -> None:
+    if type(tablet_id) is not str or not tablet_id or len(tablet_id.encode()) > MAX_TABLET_ID_BYTES:
+        raise InvalidArgument(f"tablet id must be a non-empty string of at most 1024 bytes, got {tablet_id!r}")
+
+
+def _make_directory(path: str) -> None:
+    if os.path.isdir(path):
+        return
+    try:
+        os.makedirs(path)
+        parent = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(parent)
+        finally:
+            os.close(parent)
+    except FileExistsError as exc:
+        raise InvalidArgument(f"{path} exists and is not a directory") from exc
+    except OSError as exc:
+        raise IOFailure(f"{path}: cannot create the log directory: {exc.strerror}") from exc
+
+
+def _lock_directory(path: str) -> int:
+    """Open the directory and take an exclusive lock on it, held until close."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise IllegalState(f"{path}: the log is open elsewhere (directory locked)") from exc
+    return fd

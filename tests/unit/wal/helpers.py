@@ -1,0 +1,63 @@
+"""Shared helpers of the WAL unit tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from nyala.wal import Log, LogEntry, WalOptions
+from nyala.wal.format import segment_name
+
+SMALL = WalOptions(segment_size_bytes=16 * 1024)
+
+
+def payload_for(index: int, size: int = 100) -> bytes:
+    """Deterministic payload bytes of an entry, so a test can check contents after reopening."""
+    seed = hashlib.blake2b(index.to_bytes(8, "little"), digest_size=32).digest()
+    return (seed * (size // 32 + 1))[:size]
+
+
+def make_entries(first: int, count: int, term: int = 1, size: int = 100) -> list[LogEntry]:
+    return [LogEntry(term, i, i % 7, payload_for(i, size)) for i in range(first, first + count)]
+
+
+def fill(log: Log, first: int, count: int, per_append: int = 1, term: int = 1, size: int = 100) -> None:
+    """Append ``count`` entries starting at ``first``, ``per_append`` per call, and wait for all."""
+    futures = []
+    for start in range(first, first + count, per_append):
+        n = min(per_append, first + count - start)
+        futures.append(log.append(make_entries(start, n, term, size)))
+    for future in futures:
+        future.result(timeout=30)
+
+
+def check_entries(entries: list[LogEntry], first: int, last: int) -> None:
+    assert [e.index for e in entries] == list(range(first, last + 1))
+    for e in entries:
+        assert e.payload == payload_for(e.index, len(e.payload)), f"entry {e.index} payload differs"
+        assert e.type == e.index % 7
+
+
+def segment_path(directory: Path, seqno: int) -> Path:
+    return directory / segment_name(seqno)
+
+
+def crash_copy(source: Path, target: Path) -> Path:
+    """Copy a live log directory: the copy is what a kill -9 would leave on disk right now."""
+    shutil.copytree(source, target)
+    return target
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        assert byte, f"{path} has no byte at offset {offset}"
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x5A]))
+
+
+def file_size(path: Path) -> int:
+    return os.stat(path).st_size
