@@ -1,0 +1,42 @@
+"""Tablet storage: each tablet's rows in DuckDB, behind the small :class:`TabletStore` interface.
+
+Theory of operation:
+
+- One DuckDB instance per process (:class:`TabletStoreManager`) holds every tablet, so all
+  tablets share one thread pool and one memory limit.  Each tablet is its own file, ATTACHed
+  under an alias; a damaged or missing file fails that tablet (Corruption, IOFailure,
+  NotFound), never the others.
+- A tablet file has two tables: ``rows`` (the schema's columns, primary key enforced by
+  DuckDB) and ``nyala_meta`` (format version, tablet id, applied Raft index, schema JSON).
+- :meth:`DuckDBTabletStore.apply` takes committed Raft entries, decodes and validates their
+  row operations, plans them as a few set-based statements (:mod:`.plan`), and runs those plus
+  ``UPDATE nyala_meta SET applied_index`` in ONE transaction.  After a crash the tablet holds
+  exactly the entries up to its applied index, so bootstrap replays the Raft log after it.
+- DuckDB's own WAL makes each commit durable (fsync); ``checkpoint_threshold`` is set high
+  and the tablet server checkpoints each tablet explicitly (:meth:`checkpoint`), which bounds
+  restart time and avoids DuckDB's checkpoint-per-commit trap.
+- Scans run on their own DuckDB connection; DuckDB's MVCC gives each scan the state of the
+  moment it started, while writes go on.  Predicates, key ranges, projection, order and limit
+  are pushed into parameterised SQL (:mod:`.sql`).
+- Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
+  lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
+"""
+
+from __future__ import annotations
+
+from .api import ApplyEntry, EntryResult, RowError, Scanner, ScanSpec, TabletSnapshot, TabletStore
+from .duckdb_store import DuckDBScanner, DuckDBTabletStore, StorageOptions, TabletStoreManager
+
+__all__ = [
+    "ApplyEntry",
+    "DuckDBScanner",
+    "DuckDBTabletStore",
+    "EntryResult",
+    "RowError",
+    "ScanSpec",
+    "Scanner",
+    "StorageOptions",
+    "TabletSnapshot",
+    "TabletStore",
+    "TabletStoreManager",
+]

@@ -1,0 +1,103 @@
+"""The tablet store interface: small on purpose, so another engine could replace DuckDB."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+import pyarrow as pa
+
+from nyala.common.errors import NyalaError
+from nyala.schema import KeyRange, Predicate, Schema
+
+__all__ = ["ApplyEntry", "EntryResult", "RowError", "ScanSpec", "Scanner", "TabletSnapshot", "TabletStore"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApplyEntry:
+    """One committed Raft entry: its index and its row-operations payload."""
+
+    index: int
+    payload: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RowError:
+    """A row the entry could not apply: AlreadyPresent (INSERT) or NotFound (UPDATE, DELETE)."""
+
+    row: int  # position of the row in its entry's batch
+    error: NyalaError
+
+
+@dataclasses.dataclass(slots=True)
+class EntryResult:
+    """What applying one entry did.  ``error`` is set when the whole payload was rejected."""
+
+    index: int
+    row_errors: list[RowError] = dataclasses.field(default_factory=list)
+    error: NyalaError | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScanSpec:
+    """What to read.  Predicates must be bound to the tablet's schema (``Predicate.bind``)."""
+
+    projection: Sequence[str] | None = None  # None: every column, in schema order
+    predicates: Sequence[Predicate] = ()
+    key_range: KeyRange | None = None
+    limit: int | None = None
+    batch_size_rows: int = 65_536
+    ordered: bool = False  # primary-key order
+
+
+class Scanner(Protocol):
+    """A stream of record batches over one consistent state of the tablet."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]: ...
+
+    def read_all(self) -> pa.Table: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Scanner: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TabletSnapshot:
+    """Files that recreate a tablet elsewhere, and the Raft index they include."""
+
+    tablet_id: str
+    applied_index: int
+    schema: Schema
+    files: tuple[str, ...]
+
+
+class TabletStore(Protocol):
+    """One tablet's rows.  ``apply``, ``alter_schema``, ``checkpoint`` and ``snapshot``
+    serialise on the tablet; scans run concurrently from any thread."""
+
+    @property
+    def tablet_id(self) -> str: ...
+
+    @property
+    def schema(self) -> Schema: ...
+
+    def applied_index(self) -> int: ...
+
+    def apply(self, entries: Sequence[ApplyEntry]) -> list[EntryResult]: ...
+
+    def alter_schema(self, new_schema: Schema, index: int) -> None: ...
+
+    def scan(self, spec: ScanSpec) -> Scanner: ...
+
+    def checkpoint(self) -> None: ...
+
+    def snapshot(self, dest_dir: str) -> TabletSnapshot: ...
+
+    def close(self) -> None: ...
