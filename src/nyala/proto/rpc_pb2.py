@@ -24,21 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15nyala/proto/rpc.proto\x12\tnyala.rpc\"\x7f\n\rRequestHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\r\x12\x11\n\tbody_size\x18\x05 \x01(\r\x12\x15\n\rsidecar_sizes\x18\x06 \x03(\r\"\x96\x01\n\x0eResponseHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12#\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x15.nyala.rpc.StatusCode\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x13\n\x0bleader_hint\x18\x04 \x01(\t\x12\x11\n\tbody_size\x18\x05 \x01(\r\x12\x15\n\rsidecar_sizes\x18\x06 \x03(\r\"\x1e\n\x0bPingRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0cPingResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c*\xe9\x01\n\nStatusCode\x12\x06\n\x02OK\x10\x00\x12\r\n\tNOT_FOUND\x10\x01\x12\x13\n\x0f\x41LREADY_PRESENT\x10\x02\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\x11\n\rILLEGAL_STATE\x10\x04\x12\x17\n\x13SERVICE_UNAVAILABLE\x10\x05\x12\r\n\tTIMED_OUT\x10\x06\x12\x12\n\x0eNOT_THE_LEADER\x10\x07\x12\x0e\n\nCORRUPTION\x10\x08\x12\x0c\n\x08IO_ERROR\x10\t\x12\x0b\n\x07\x41\x42ORTED\x10\n\x12\x11\n\rNETWORK_ERROR\x10\x0b\x12\x0c\n\x08INTERNAL\x10\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15nyala/proto/rpc.proto\x12\tnyala.rpc\"\x1e\n\x0bPingRequest\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\"\x1f\n\x0cPingResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c*\xe9\x01\n\nStatusCode\x12\x06\n\x02OK\x10\x00\x12\r\n\tNOT_FOUND\x10\x01\x12\x13\n\x0f\x41LREADY_PRESENT\x10\x02\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\x11\n\rILLEGAL_STATE\x10\x04\x12\x17\n\x13SERVICE_UNAVAILABLE\x10\x05\x12\r\n\tTIMED_OUT\x10\x06\x12\x12\n\x0eNOT_THE_LEADER\x10\x07\x12\x0e\n\nCORRUPTION\x10\x08\x12\x0c\n\x08IO_ERROR\x10\t\x12\x0b\n\x07\x41\x42ORTED\x10\n\x12\x11\n\rNETWORK_ERROR\x10\x0b\x12\x0c\n\x08INTERNAL\x10\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nyala.proto.rpc_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STATUSCODE']._serialized_start=384
-  _globals['_STATUSCODE']._serialized_end=617
-  _globals['_REQUESTHEADER']._serialized_start=36
-  _globals['_REQUESTHEADER']._serialized_end=163
-  _globals['_RESPONSEHEADER']._serialized_start=166
-  _globals['_RESPONSEHEADER']._serialized_end=316
-  _globals['_PINGREQUEST']._serialized_start=318
-  _globals['_PINGREQUEST']._serialized_end=348
-  _globals['_PINGRESPONSE']._serialized_start=350
-  _globals['_PINGRESPONSE']._serialized_end=381
+  _globals['_STATUSCODE']._serialized_start=102
+  _globals['_STATUSCODE']._serialized_end=335
+  _globals['_PINGREQUEST']._serialized_start=36
+  _globals['_PINGREQUEST']._serialized_end=66
+  _globals['_PINGRESPONSE']._serialized_start=68
+  _globals['_PINGRESPONSE']._serialized_end=99
 # @@protoc_insertion_point(module_scope)

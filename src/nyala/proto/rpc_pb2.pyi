@@ -1,9 +1,7 @@
-from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -35,38 +33,6 @@ IO_ERROR: StatusCode
 ABORTED: StatusCode
 NETWORK_ERROR: StatusCode
 INTERNAL: StatusCode
-
-class RequestHeader(_message.Message):
-    __slots__ = ("call_id", "service", "method", "timeout_ms", "body_size", "sidecar_sizes")
-    CALL_ID_FIELD_NUMBER: _ClassVar[int]
-    SERVICE_FIELD_NUMBER: _ClassVar[int]
-    METHOD_FIELD_NUMBER: _ClassVar[int]
-    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
-    BODY_SIZE_FIELD_NUMBER: _ClassVar[int]
-    SIDECAR_SIZES_FIELD_NUMBER: _ClassVar[int]
-    call_id: int
-    service: str
-    method: str
-    timeout_ms: int
-    body_size: int
-    sidecar_sizes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, call_id: _Optional[int] = ..., service: _Optional[str] = ..., method: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., body_size: _Optional[int] = ..., sidecar_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class ResponseHeader(_message.Message):
-    __slots__ = ("call_id", "code", "message", "leader_hint", "body_size", "sidecar_sizes")
-    CALL_ID_FIELD_NUMBER: _ClassVar[int]
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    LEADER_HINT_FIELD_NUMBER: _ClassVar[int]
-    BODY_SIZE_FIELD_NUMBER: _ClassVar[int]
-    SIDECAR_SIZES_FIELD_NUMBER: _ClassVar[int]
-    call_id: int
-    code: StatusCode
-    message: str
-    leader_hint: str
-    body_size: int
-    sidecar_sizes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, call_id: _Optional[int] = ..., code: _Optional[_Union[StatusCode, str]] = ..., message: _Optional[str] = ..., leader_hint: _Optional[str] = ..., body_size: _Optional[int] = ..., sidecar_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PingRequest(_message.Message):
     __slots__ = ("payload",)
