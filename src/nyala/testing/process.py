@@ -1,0 +1,169 @@
+"""Real server processes for tests, benchmarks and the local cluster: start, kill -9, pause, restart.
+
+A :class:`ServerProcess` owns one child process, started in its own session so that
+signals reach it and nothing else. Its output goes to a log file whose tail is quoted when
+the process fails to start. Every process started here is recorded in a module-level
+registry by PID, and :func:`kill_all` (called by fixtures and at interpreter exit) kills
+whatever is still running, so a failing test never leaves servers behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["ProcessError", "ServerProcess", "kill_all", "running_pids"]
+
+_LIVE: dict[int, ServerProcess] = {}
+
+
+class ProcessError(RuntimeError):
+    """A server process did not start, or died when it should be running."""
+
+
+class ServerProcess:
+    """One child process with a name, an argument list and a log file."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._proc is not None else None
+
+    def start(self) -> None:
+        if self.running:
+            raise ProcessError(f"{self.name} is already running as pid {self.pid}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            env = {**os.environ, **(self.env or {})}
+            self._proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,
+            )  # fmt: skip
+        self.paused = False
+        _LIVE[self._proc.pid] = self
+
+    def wait_ready(self, is_ready: Callable[[], bool], timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
+        """Poll ``is_ready`` until it is true; fail with the log's tail if the process exits or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ProcessError(f"{self.name} exited with code {self.returncode}:\n{self.log_tail()}")
+            if is_ready():
+                return
+            time.sleep(poll_s)
+        raise ProcessError(f"{self.name} was not ready within {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL (kill -9) and reap; nothing is flushed, as in a crash."""
+        self._signal_and_wait(signal.SIGKILL, timeout_s=30)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM for a clean shutdown, then SIGKILL if it takes longer than ``timeout_s``."""
+        if not self.running:
+            self._forget()
+            return
+        if self.paused:
+            self.resume()
+        try:
+            self._signal_and_wait(signal.SIGTERM, timeout_s=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def pause(self, timeout_s: float = 10.0) -> None:
+        """SIGSTOP: the process stays alive but stops answering, like a long GC pause or a hung disk.
+
+        Returns once the kernel reports the process stopped (signals are delivered asynchronously).
+        """
+        self._send(signal.SIGSTOP)
+        self.paused = True
+        deadline = time.monotonic() + timeout_s
+        while _process_state(self._proc.pid if self._proc else -1) not in {"T", "t", "Z", "X", ""}:
+            if time.monotonic() > deadline:
+                raise ProcessError(f"{self.name} did not stop within {timeout_s} s of SIGSTOP")
+            time.sleep(0.001)
+
+    def resume(self) -> None:
+        self._send(signal.SIGCONT)
+        self.paused = False
+
+    def restart(self) -> None:
+        if self.running:
+            self.stop()
+        self.start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _send(self, sig: signal.Signals) -> None:
+        if not self.running:
+            raise ProcessError(f"{self.name} is not running")
+        assert self._proc is not None
+        os.kill(self._proc.pid, sig)
+
+    def _signal_and_wait(self, sig: signal.Signals, timeout_s: float) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._proc.pid, sig)
+            if self.paused and sig != signal.SIGKILL:
+                os.kill(self._proc.pid, signal.SIGCONT)
+            self._proc.wait(timeout=timeout_s)
+        self.paused = False
+        self._forget()
+
+    def _forget(self) -> None:
+        if self._proc is not None:
+            _LIVE.pop(self._proc.pid, None)
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (Linux /proc), or "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return ""
+
+
+def running_pids() -> list[int]:
+    """PIDs of the processes started here that are still alive."""
+    return [pid for pid, proc in _LIVE.items() if proc.running]
+
+
+def kill_all() -> None:
+    """Kill -9 every process started here that is still running."""
+    for proc in list(_LIVE.values()):
+        with contextlib.suppress(Exception):
+            proc.kill()
+    _LIVE.clear()
+
+
+atexit.register(kill_all)

@@ -1,0 +1,89 @@
+"""The process supervisor under MiniCluster: real child processes, signals and cleanup."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from nyala.testing.process import ProcessError, ServerProcess, kill_all, running_pids
+
+pytestmark = pytest.mark.timeout(60)
+
+SERVER = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text("ready")
+print("serving", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def state(pid: int) -> str:
+    """The kernel's one-letter process state (R, S, T for stopped, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    ready = tmp_path / "ready"
+    proc = ServerProcess("toy", [sys.executable, "-c", SERVER, str(ready)], tmp_path / "toy.log")
+    try:
+        yield proc, ready
+    finally:
+        proc.kill()
+
+
+def test_start_kill_and_restart(server) -> None:
+    proc, ready = server
+    proc.start()
+    proc.wait_ready(ready.exists)
+    first = proc.pid
+    assert proc.running
+    proc.kill()
+    assert not proc.running
+    assert proc.returncode == -9
+    ready.unlink()
+    proc.restart()
+    proc.wait_ready(ready.exists)
+    assert proc.pid != first
+    assert "serving" in proc.log_tail()
+
+
+def test_pause_stops_the_process_and_resume_continues_it(server) -> None:
+    proc, ready = server
+    proc.start()
+    proc.wait_ready(ready.exists)
+    proc.pause()
+    assert state(proc.pid) == "T"
+    proc.resume()
+    assert proc.running
+    assert not proc.paused
+
+
+def test_stop_of_a_paused_process_still_terminates_it(server) -> None:
+    proc, ready = server
+    proc.start()
+    proc.wait_ready(ready.exists)
+    proc.pause()
+    proc.stop(timeout_s=10)
+    assert not proc.running
+
+
+def test_a_process_that_dies_at_startup_is_reported_with_its_log(tmp_path: Path) -> None:
+    proc = ServerProcess("broken", [sys.executable, "-c", "raise SystemExit('bad flag --x')"], tmp_path / "b.log")
+    proc.start()
+    with pytest.raises(ProcessError, match="bad flag --x"):
+        proc.wait_ready(lambda: False, timeout_s=30)
+
+
+def test_kill_all_leaves_nothing_running(tmp_path: Path) -> None:
+    procs = [ServerProcess(f"p{i}", [sys.executable, "-c", SERVER, str(tmp_path / f"r{i}")], tmp_path / f"{i}.log")
+             for i in range(3)]  # fmt: skip
+    for p in procs:
+        p.start()
+    assert set(running_pids()) >= {p.pid for p in procs}
+    kill_all()
+    assert not any(p.running for p in procs)
+    assert running_pids() == []
