@@ -1,0 +1,168 @@
+"""Key encoding order, row-to-partition mapping, and partition pruning against brute force."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nyala.common.errors import InvalidArgument, NotFound
+from nyala.schema import (
+    ColumnSchema,
+    ColumnType,
+    HashDimension,
+    KeyRange,
+    Partitioner,
+    PartitionSchema,
+    Predicate,
+    Schema,
+    decode_key,
+    encode_key,
+)
+
+UTC = datetime.UTC
+
+KEY_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "int8": st.integers(-128, 127),
+    "int16": st.integers(-(2**15), 2**15 - 1),
+    "int32": st.integers(-(2**31), 2**31 - 1),
+    "int64": st.integers(-(2**63), 2**63 - 1),
+    "decimal(20, 3)": st.decimals(-(10**16), 10**16, places=3, allow_nan=False, allow_infinity=False),
+    "string": st.text(alphabet=st.sampled_from(["\x00", "\x01", "a", "\xff", "é"]), max_size=4),
+    "binary": st.binary(max_size=4),
+    "date": st.dates(),
+    "timestamp": st.datetimes(timezones=st.just(UTC)),
+}
+
+
+@st.composite
+def typed_key_pairs(draw: st.DrawFn) -> tuple[list[ColumnType], tuple[Any, ...], tuple[Any, ...]]:
+    names = draw(st.lists(st.sampled_from(sorted(KEY_VALUES)), min_size=1, max_size=3))
+    types = [ColumnType.parse(n) for n in names]
+    a = tuple(t.check(draw(KEY_VALUES[n]), "k") for t, n in zip(types, names, strict=True))
+    b = tuple(t.check(draw(KEY_VALUES[n]), "k") for t, n in zip(types, names, strict=True))
+    return types, a, b
+
+
+@settings(max_examples=200, deadline=None)
+@given(typed_key_pairs())
+def test_key_encoding_order_is_value_order(case) -> None:
+    types, a, b = case
+    ea, eb = encode_key(types, a), encode_key(types, b)
+    assert (ea < eb) == (a < b)
+    assert (ea == eb) == (a == b)
+    assert decode_key(types, ea) == a
+
+
+INT = ColumnSchema.of("a", "int32", nullable=False)
+STR = ColumnSchema.of("b", "string", nullable=False)
+BIG = ColumnSchema.of("c", "int64", nullable=False)
+SCHEMA = Schema.of([INT, STR, BIG, ColumnSchema.of("v", "double")], ["a", "b", "c"])
+DOMAIN: dict[str, list[Any]] = {"a": list(range(5)), "b": ["", "x", "x\x00", "y"], "c": list(range(4))}
+ROWS = [dict(zip("abc", t, strict=True)) for t in itertools.product(DOMAIN["a"], DOMAIN["b"], DOMAIN["c"])]
+
+
+@st.composite
+def partitioners(draw: st.DrawFn) -> Partitioner:
+    keys = ["a", "b", "c"]
+    hashed = draw(st.lists(st.sampled_from(keys), unique=True, max_size=3))
+    split = draw(st.integers(0, len(hashed)))
+    dims = [h for h in (hashed[:split], hashed[split:]) if h]
+    hash_dims = tuple(HashDimension(tuple(d), draw(st.integers(2, 4)), draw(st.integers(0, 2**32 - 1))) for d in dims)
+    range_cols = tuple(draw(st.permutations(keys))[: draw(st.integers(0, 3))])
+    p = Partitioner(SCHEMA, PartitionSchema(hash_dims, range_cols))
+    if not range_cols:
+        return p
+    points = sorted(
+        {p.encode_range_key([r[c] for c in range_cols]) for r in draw(st.lists(st.sampled_from(ROWS), max_size=6))}
+    )
+    bounds = [b"", *(x for x in points if x), b""]
+    for lo, hi in itertools.pairwise(bounds):
+        if (not hi or lo < hi) and draw(st.booleans()):  # leave random gaps
+            p = p.add_range(_bounds(lo, hi))
+    return p
+
+
+def _bounds(lo: bytes, hi: bytes):
+    from nyala.schema import RangeBounds
+
+    return RangeBounds(lo, hi)
+
+
+def predicate_on(column: str) -> st.SearchStrategy[Predicate]:
+    values = st.sampled_from(DOMAIN[column])
+    return st.one_of(
+        st.builds(Predicate.compare, st.just(column), st.sampled_from(["=", "<", "<=", ">", ">=", "!="]), values),
+        st.builds(Predicate.in_list, st.just(column), st.lists(values, max_size=3)),
+        st.builds(Predicate.is_not_null, st.just(column)),
+        st.builds(Predicate.is_null, st.just(column)),
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    partitioner=partitioners(),
+    predicates=st.lists(st.sampled_from("abc").flatmap(predicate_on), max_size=4),
+    bounds=st.lists(st.sampled_from(ROWS), min_size=2, max_size=2),
+    use_range=st.booleans(),
+)
+def test_pruning_never_drops_a_partition_brute_force_needs(partitioner, predicates, bounds, use_range) -> None:
+    bound = [p.bind(SCHEMA) for p in predicates]
+    lo, hi = sorted(tuple(r[c] for c in "abc") for r in bounds)
+    key_range = KeyRange(lo, hi).bind(SCHEMA) if use_range else None
+    needed = set()
+    for row in ROWS:
+        key = tuple(row[c] for c in "abc")
+        if all(p.matches(row[p.column]) for p in bound) and (key_range is None or key_range.contains(key)):
+            try:
+                needed.add(partitioner.partition_for_row(row))
+            except NotFound:
+                pass  # no range covers this row
+    kept = set(partitioner.prune(bound, key_range))
+    assert needed <= kept
+    assert kept <= set(partitioner.partitions)
+
+
+def test_pruning_is_exact_for_points_and_single_column_ranges() -> None:
+    p = Partitioner(SCHEMA, PartitionSchema((HashDimension(("b",), 3, 7),), ("a",)))
+    for lo, hi in [(0, 2), (2, 3), (4, None)]:  # [3, 4) is a gap
+        p = p.add_range(p.bounds([lo], None if hi is None else [hi]))
+    assert len(p.partitions) == 9
+    point = [Predicate.compare("a", "=", 2).bind(SCHEMA), Predicate.compare("b", "=", "x").bind(SCHEMA)]
+    assert p.prune(point) == [p.partition_for_row({"a": 2, "b": "x", "c": 0})]
+    ranged = p.prune([Predicate.compare("a", ">=", 2).bind(SCHEMA), Predicate.compare("a", "<", 4).bind(SCHEMA)])
+    assert {x.range for x in ranged} == {p.bounds([2], [3])}
+    assert p.prune([Predicate.compare("a", "=", 3).bind(SCHEMA)]) == []  # in the gap
+    assert p.prune([Predicate.is_null("a").bind(SCHEMA)]) == []
+    with pytest.raises(NotFound, match="no range partition covers"):
+        p.partition_for_row({"a": 3, "b": "x", "c": 0})
+
+
+def test_ranges_add_drop_and_serialise() -> None:
+    p = Partitioner(SCHEMA, PartitionSchema((), ("a", "b")))
+    first = p.bounds([0, ""], [5, "m"])
+    p = p.add_range(first)
+    with pytest.raises(InvalidArgument, match="overlaps"):
+        p.add_range(p.bounds([5, "a"], [6, ""]))
+    p = p.add_range(p.bounds([5, "m"], None))
+    assert Partitioner.from_json(p.to_json()).partitions == p.partitions
+    p = p.drop_range(first)
+    assert [r for r in p.ranges] == [p.bounds([5, "m"], None)]
+    with pytest.raises(NotFound):
+        p.drop_range(first)
+    with pytest.raises(InvalidArgument, match="must be a primary key column"):
+        Partitioner(SCHEMA, PartitionSchema((HashDimension(("v",), 2),)))
+
+
+def test_partition_keys_are_stable() -> None:
+    """The bucket function is part of the on-disk and wire contract: it must never change."""
+    p = Partitioner(SCHEMA, PartitionSchema((HashDimension(("a", "b"), 16, 0),), ()))
+    buckets = [p.bucket(0, [a, "x"]) for a in range(8)]
+    assert buckets == [p.bucket(0, [a, "x"]) for a in range(8)]
+    assert len(set(p.bucket(0, [a, "k"]) for a in range(200))) == 16
+    assert decimal.Decimal("1.5") == ColumnType.parse("decimal(3,1)").check(decimal.Decimal("1.5"), "x")
