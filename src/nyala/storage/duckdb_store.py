@@ -328,8 +328,9 @@ class DuckDBTabletStore:
         """Run a DuckDB action; storage errors fail this tablet (not the process)."""
         try:
             return action()
-        except duckdb.Error as e:
-            if isinstance(e, duckdb.IOException) or "Corrupt" in str(e):
+        except (duckdb.Error, OSError) as e:
+            # Streaming readers report DuckDB's errors through Arrow, as OSError.
+            if isinstance(e, duckdb.IOException | OSError) or "Corrupt" in str(e):
                 self._failed = _storage_error(self._tablet_id, what, e)
                 raise self._failed from e
             raise

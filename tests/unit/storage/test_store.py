@@ -1,0 +1,214 @@
+"""The DuckDB tablet store: types, schema changes, snapshots, damaged files, concurrent scans."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nyala.common.errors import AlreadyPresent, Corruption, IllegalState, InvalidArgument, NotFound
+from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
+from nyala.storage import ApplyEntry, DuckDBTabletStore, ScanSpec, StorageOptions, TabletStoreManager
+
+UTC = datetime.UTC
+OPTIONS = StorageOptions(storage_threads=2, storage_memory_limit_bytes=512 << 20)
+SCHEMA = Schema.of(
+    [
+        ColumnSchema.of("id", "int64", nullable=False),
+        ColumnSchema.of("v", "double"),
+        ColumnSchema.of("s", "string"),
+    ],
+    ["id"],
+)
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[TabletStoreManager]:
+    with TabletStoreManager(str(tmp_path / "data"), OPTIONS) as m:
+        yield m
+
+
+def insert(store: DuckDBTabletStore, index: int, ids: range, schema: Schema = SCHEMA) -> None:
+    rows = [{"id": i, "v": float(i), "s": f"s{i}"} for i in ids]
+    results = store.apply([ApplyEntry(index, make_row_operations(schema, OpType.INSERT, rows))])
+    assert results[0].row_errors == []
+    assert results[0].error is None
+
+
+def scan_rows(store: DuckDBTabletStore, **kw: Any) -> list[dict[str, Any]]:
+    return store.scan(ScanSpec(ordered=True, **kw)).read_all().to_pylist()
+
+
+def test_every_type_round_trips_and_filters(manager: TabletStoreManager) -> None:
+    schema = Schema.of(
+        [
+            ColumnSchema.of("ts", "timestamp", nullable=False),
+            ColumnSchema.of("d", "decimal(12, 3)", nullable=False),
+            ColumnSchema.of("b", "binary", nullable=False),
+            ColumnSchema.of("day", "date"),
+            ColumnSchema.of("ok", "bool"),
+            ColumnSchema.of("f", "float"),
+            ColumnSchema.of("i8", "int8"),
+            ColumnSchema.of("txt", "string"),
+        ],
+        ["ts", "d", "b"],
+    )
+    store = manager.create_tablet("types", schema)
+    base = datetime.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
+    rows = [
+        {
+            "ts": base + datetime.timedelta(microseconds=i),
+            "d": decimal.Decimal(i).scaleb(-3),
+            "b": bytes([i, 0, 255]),
+            "day": datetime.date(1969, 12, 31) + datetime.timedelta(days=i),
+            "ok": i % 2 == 0,
+            "f": i / 4,
+            "i8": -i,
+            "txt": "é\x00" * i,
+        }
+        for i in range(5)
+    ]
+    store.apply([ApplyEntry(1, make_row_operations(schema, OpType.INSERT, rows))])
+    assert scan_rows(store) == rows
+    for column in ("ts", "d", "b", "day"):
+        wanted = [rows[1][column], rows[3][column]]
+        got = scan_rows(store, predicates=[Predicate.in_list(column, wanted)], projection=[column])
+        assert [r[column] for r in got] == wanted
+    bounded = scan_rows(store, key_range=KeyRange(tuple(rows[1][k] for k in ("ts", "d", "b")), None, False))
+    assert bounded == rows[2:]
+    again = store.apply([ApplyEntry(2, make_row_operations(schema, OpType.INSERT, rows[:1]))])
+    assert isinstance(again[0].row_errors[0].error, AlreadyPresent)
+
+
+def test_schema_changes_add_drop_rename(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("alter", SCHEMA)
+    insert(store, 1, range(3))
+    added = SCHEMA.add_column(ColumnSchema.of("n", "int32", nullable=False, default=7))
+    store.alter_schema(added, 2)
+    assert [r["n"] for r in scan_rows(store)] == [7, 7, 7]
+    swapped = added.rename_column("v", "tmp").rename_column("s", "v").rename_column("tmp", "s")
+    store.alter_schema(swapped.drop_column("n"), 3)
+    assert scan_rows(store)[1] == {"id": 1, "v": "s1", "s": 1.0}
+    assert store.applied_index() == 3
+    row = {"id": 9, "v": "new", "s": 2.5}
+    store.apply([ApplyEntry(4, make_row_operations(store.schema, OpType.UPSERT, [row]))])
+    assert scan_rows(store)[-1] == row
+    stale = make_row_operations(added, OpType.INSERT, [{"id": 10, "v": 1.0, "s": "x", "n": 1}])
+    result = store.apply([ApplyEntry(5, stale)])[0]
+    assert isinstance(result.error, InvalidArgument)
+    assert "has type double, expected string" in str(result.error)
+    assert store.applied_index() == 5
+    with pytest.raises(InvalidArgument, match="primary key"):
+        store.alter_schema(Schema.of([ColumnSchema.of("other", "int64", nullable=False)], ["other"]), 6)
+
+
+def test_indices_must_increase(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("idx", SCHEMA)
+    insert(store, 5, range(2))
+    with pytest.raises(IllegalState, match="not after the applied index 5"):
+        insert(store, 5, range(10, 12))
+    assert len(scan_rows(store)) == 2
+
+
+def test_snapshot_opens_elsewhere_with_rows_and_index(manager: TabletStoreManager, tmp_path: Path) -> None:
+    store = manager.create_tablet("snap", SCHEMA)
+    insert(store, 1, range(100))
+    insert(store, 2, range(100, 150))
+    snapshot = store.snapshot(str(tmp_path / "copy"))
+    assert snapshot.applied_index == 2
+    insert(store, 3, range(150, 160))  # after the snapshot: not in the copy
+    with TabletStoreManager(str(tmp_path / "other"), OPTIONS) as other:
+        copy = other.open_from_snapshot("snap", snapshot.files)
+        assert copy.applied_index() == 2
+        assert copy.schema == SCHEMA
+        assert [r["id"] for r in scan_rows(copy)] == list(range(150))
+        with pytest.raises(AlreadyPresent):
+            other.open_from_snapshot("snap", snapshot.files)
+
+
+def test_a_damaged_or_missing_file_fails_only_that_tablet(manager: TabletStoreManager) -> None:
+    good = manager.create_tablet("good", SCHEMA)
+    insert(good, 1, range(10))
+    bad = manager.create_tablet("bad", SCHEMA)
+    insert(bad, 1, range(50_000))
+    bad.checkpoint()
+    manager.close_tablet("bad")
+    path = manager.path_of("bad")
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        f.write(b"\xde\xad\xbe\xef" * 4096)
+
+    def open_and_read() -> None:
+        manager.open_tablet("bad").scan(ScanSpec()).read_all()
+
+    with pytest.raises(Corruption, match="tablet bad"):
+        open_and_read()
+    with open(manager.path_of("junk"), "wb") as f:
+        f.write(b"this is not a database" * 1000)
+    with pytest.raises(Corruption, match="tablet junk"):
+        manager.open_tablet("junk")
+    with pytest.raises(NotFound, match="tablet gone"):
+        manager.open_tablet("gone")
+    insert(good, 2, range(10, 20))
+    assert len(scan_rows(good)) == 20
+
+
+def test_a_scan_sees_one_state_while_writes_continue(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("mvcc", SCHEMA)
+    insert(store, 1, range(10_000))
+    scanner = store.scan(ScanSpec(projection=["id"], batch_size_rows=1000))
+    batches = iter(scanner)
+    first = next(batches)
+    deletes = make_row_operations(SCHEMA, OpType.DELETE, [{"id": i} for i in range(5000, 10_000)])
+    store.apply([ApplyEntry(2, deletes)])
+    insert(store, 3, range(20_000, 21_000))
+    seen = first.num_rows + sum(b.num_rows for b in batches)
+    assert seen == 10_000
+    assert len(scan_rows(store, projection=["id"])) == 6000
+
+
+def test_scans_from_threads_during_applies_see_whole_entries(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("threads", SCHEMA)
+    counts: list[int] = []
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                counts.append(store.scan(ScanSpec(projection=["id"])).read_all().num_rows)
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(20):
+            insert(store, i + 1, range(i * 100, (i + 1) * 100))
+    finally:
+        done.set()
+        for t in threads:
+            t.join(30)
+    assert not failures
+    assert counts
+    assert all(c % 100 == 0 for c in counts)
+    assert len(scan_rows(store, projection=["id"])) == 2000
+
+
+def test_bad_scan_requests_are_refused(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("badscan", SCHEMA)
+    with pytest.raises(InvalidArgument, match="unknown column 'nope'"):
+        store.scan(ScanSpec(projection=["nope"]))
+    with pytest.raises(InvalidArgument, match="predicate on column 'v'"):
+        store.scan(ScanSpec(predicates=[Predicate.compare("v", "<", "x")]))
+    with pytest.raises(InvalidArgument, match="tablet id"):
+        manager.create_tablet("../evil", SCHEMA)
+    with pytest.raises(AlreadyPresent):
+        manager.create_tablet("badscan", SCHEMA)
