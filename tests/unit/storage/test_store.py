@@ -42,7 +42,8 @@ def insert(store: DuckDBTabletStore, index: int, ids: range, schema: Schema = SC
 
 
 def scan_rows(store: DuckDBTabletStore, **kw: Any) -> list[dict[str, Any]]:
-    return store.scan(ScanSpec(ordered=True, **kw)).read_all().to_pylist()
+    rows: list[dict[str, Any]] = store.scan(ScanSpec(ordered=True, **kw)).read_all().to_pylist()
+    return rows
 
 
 def test_every_type_round_trips_and_filters(manager: TabletStoreManager) -> None:
@@ -149,8 +150,7 @@ def test_a_damaged_or_missing_file_fails_only_that_tablet(manager: TabletStoreMa
 
     with pytest.raises(Corruption, match="tablet bad"):
         open_and_read()
-    with open(manager.path_of("junk"), "wb") as f:
-        f.write(b"this is not a database" * 1000)
+    Path(manager.path_of("junk")).write_bytes(b"this is not a database" * 1000)
     with pytest.raises(Corruption, match="tablet junk"):
         manager.open_tablet("junk")
     with pytest.raises(NotFound, match="tablet gone"):
