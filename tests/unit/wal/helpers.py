@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from nyala.wal import Log, LogEntry, WalOptions
+from nyala.wal.appender import Request
 from nyala.wal.format import segment_name
 
 SMALL = WalOptions(segment_size_bytes=16 * 1024)
@@ -61,3 +65,26 @@ def flip_byte(path: Path, offset: int) -> None:
 
 def file_size(path: Path) -> int:
     return os.stat(path).st_size
+
+
+@contextlib.contextmanager
+def stalled_appender(log: Log) -> Iterator[None]:
+    """Hold the appender before it writes its next group, so requests made meanwhile queue up.
+
+    The first request after entering becomes a group of its own (held); everything queued while
+    it is held is written as the following group(s) once the block exits.
+    """
+    release = threading.Event()
+    committer = log._committer
+    original = committer._write_group
+
+    def held(group: list[Request]) -> None:
+        release.wait(30)
+        committer._write_group = original
+        original(group)
+
+    committer._write_group = held
+    try:
+        yield
+    finally:
+        release.set()

@@ -11,7 +11,7 @@ import pytest
 from nyala.common.errors import IllegalState, InvalidArgument
 from nyala.wal import Log, LogEntry, WalOptions
 
-from .helpers import SMALL, check_entries, fill, make_entries
+from .helpers import SMALL, check_entries, fill, make_entries, stalled_appender
 
 
 def test_append_returns_futures_completing_with_the_last_index(small_log: Log) -> None:
@@ -150,9 +150,8 @@ def test_completion_order_equals_reservation_order_with_many_writers(small_log: 
     def future_last(index: int) -> int:
         return index + index % 3
 
-    # Holding the state lock stalls the appender before it completes any future, so every
-    # callback below is attached while its future is still pending.
-    with small_log._state_lock:
+    # The stalled appender completes nothing, so every callback is attached to a pending future.
+    with stalled_appender(small_log):
         threads = [threading.Thread(target=writer) for _ in range(64)]
         for t in threads:
             t.start()
