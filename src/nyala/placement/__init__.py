@@ -1,0 +1,45 @@
+"""Location-aware, range-aware replica placement (pure: no I/O, no clock, no global randomness).
+
+How it works, in order of a request's path:
+
+- :mod:`~nyala.placement.location` validates location labels (``/dc1/rack1``).
+- :mod:`~nyala.placement.policy` is the placement policy: with more than two locations no
+  location holds a majority of a tablet's replicas, with two at most ``floor(r/2) + 1``; it
+  checks a layout and names the per-location counts of a violation.
+- :class:`~nyala.placement.state.ClusterState` is the master's view: tablet servers with their
+  location and liveness, and their replicas counted in total, per table and per range, each
+  as reported plus pending-and-decaying (:mod:`~nyala.placement.decay`).  The master updates
+  it incrementally and passes its clock in as a number.
+- :mod:`~nyala.placement.placer` chooses locations for the replicas (lowest load, policy
+  limits first, best effort beyond them), then a server in each location through the indexed
+  range-aware ranking of :mod:`~nyala.placement.ranking` (fewest replicas of the range, then of
+  the table, then in total), and records each choice as pending.
+- :mod:`~nyala.placement.reference` is the plain full scan that Kudu runs: the oracle of the
+  tests and the baseline of the benchmark.
+
+Randomness (tie-breaking) comes from the ``random.Random`` given to ``ClusterState``, so a
+seeded generator makes every placement reproducible.
+"""
+
+from __future__ import annotations
+
+from nyala.placement.location import common_prefix_depth, location_components, validate_location
+from nyala.placement.options import PlacementOptions
+from nyala.placement.placer import PlacementResult
+from nyala.placement.policy import PolicyCheck, Verdict, check_placement, location_limit, policy_satisfiable
+from nyala.placement.state import ClusterState, TServerInfo
+
+__all__ = [
+    "ClusterState",
+    "PlacementOptions",
+    "PlacementResult",
+    "PolicyCheck",
+    "TServerInfo",
+    "Verdict",
+    "check_placement",
+    "common_prefix_depth",
+    "location_components",
+    "location_limit",
+    "policy_satisfiable",
+    "validate_location",
+]

@@ -1,0 +1,251 @@
+"""Placing the replicas of a new tablet, or one replacement replica, in two steps.
+
+**Locations first.**  Each replica goes to the location with the lowest load ``R / N`` (``N``
+live servers; ``R`` their reported replicas plus decayed pending replicas, plus the replicas of
+this tablet already assigned to the location), ties broken at random, in three tiers:
+
+1. locations that stay within the policy's limit (:func:`nyala.placement.policy.location_limit`)
+   with one more replica come before those that would not;
+2. among those, locations that stay within Kudu's *spread* target come first: fewer than half
+   of the replicas with more than two locations, at most half with two.  For odd ``r`` this is
+   the policy itself; for even ``r`` it spreads further (RF 4 over three locations is 2+1+1,
+   never 2+2+0, so losing any one location but the fullest keeps a majority);
+3. then the lowest load.
+
+This is how placement stays best effort: it never refuses for the policy's sake, it reports.
+The greedy choice meets the policy whenever any layout on the live servers can (each location
+is filled up to ``min(limit, free servers)`` before any goes beyond).
+
+Unlike Kudu, which counts only reported replicas in a location's load, Nyala also counts the
+pending ones, so a burst of creations (one table after another, before heartbeats) does not
+keep choosing the location that merely looked emptiest at the start.
+
+**Then servers.**  Within each chosen location the server with the lowest (range, table,
+total) load wins (:mod:`nyala.placement.ranking`), and the placement is recorded as pending
+on it at once, so the next replica of the burst sees it.
+
+Re-replication is the same code placing one replica: the tablet's current members are
+excluded, and only members on live servers (and not about to leave) count toward their
+location, so a dead replica never blocks its location.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nyala.common.errors import InvalidArgument, ServiceUnavailable
+from nyala.placement import ranking
+from nyala.placement.policy import PolicyCheck, check_placement, location_limit
+
+if TYPE_CHECKING:
+    from nyala.placement.state import ClusterState, Context, Location, Server
+
+__all__ = ["NYALA", "PlacementResult", "Strategy", "place_new_tablet", "place_replacement"]
+
+ServerChooser = Callable[["ClusterState", "Location", "Context", "Context", set[int]], "int | None"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Strategy:
+    """How a placement picks servers and weighs locations (the benchmark swaps these)."""
+
+    name: str
+    choose_server: ServerChooser
+    location_load_counts_pending: bool
+
+
+NYALA = Strategy("nyala", ranking.choose_server, location_load_counts_pending=True)
+
+
+class PlacementResult:
+    """The servers chosen for the new replicas, and the policy verdict on the resulting layout."""
+
+    __slots__ = ("_check", "_counts", "_servers", "policy_met", "replication_factor", "tserver_uuids")
+
+    def __init__(
+        self,
+        tserver_uuids: tuple[str, ...],
+        replication_factor: int,
+        replicas_per_location: dict[str, int],
+        servers_per_location: dict[str, int],
+    ) -> None:
+        self.tserver_uuids = tserver_uuids
+        self.replication_factor = replication_factor
+        self.policy_met = max(replicas_per_location.values()) <= location_limit(
+            replication_factor, len(servers_per_location)
+        )
+        self._counts = replicas_per_location
+        self._servers = servers_per_location  # a snapshot: the state replaces, never mutates, it
+        self._check: PolicyCheck | None = None
+
+    @property
+    def policy(self) -> PolicyCheck:
+        """The full verdict (computed on first use: most callers only need ``policy_met``)."""
+        if self._check is None:
+            self._check = check_placement(self.replication_factor, self._counts, self._servers)
+        return self._check
+
+    def explain(self) -> str:
+        return f"placed on {', '.join(self.tserver_uuids)}: {self.policy.explain()}"
+
+    def __repr__(self) -> str:
+        return f"PlacementResult({self.tserver_uuids!r}, policy_met={self.policy_met})"
+
+
+def place_new_tablet(
+    state: ClusterState,
+    table_id: str,
+    range_key: bytes,
+    replication_factor: int,
+    *,
+    now_s: float,
+    strategy: Strategy = NYALA,
+) -> PlacementResult:
+    """Choose ``replication_factor`` distinct live servers for a new tablet of ``(table_id, range_key)``."""
+    _check_request(table_id, range_key, replication_factor)
+    state.advance_clock(now_s)
+    return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy)
+
+
+def place_replacement(
+    state: ClusterState,
+    table_id: str,
+    range_key: bytes,
+    replication_factor: int,
+    current_replicas: Sequence[str],
+    *,
+    now_s: float,
+    leaving: Collection[str] = (),
+    strategy: Strategy = NYALA,
+) -> PlacementResult:
+    """Choose one server for an extra replica of a tablet whose members are ``current_replicas``.
+
+    ``leaving`` names members about to be removed (marked for replacement); like members on
+    dead servers they do not count toward their location, but no member is ever chosen again.
+    """
+    _check_request(table_id, range_key, replication_factor)
+    excluded = state.sids_of(current_replicas)
+    unknown = sorted(set(leaving) - set(current_replicas))
+    if unknown:
+        raise InvalidArgument(f"leaving replicas {unknown} are not among the current replicas")
+    leaving_sids = set(state.sids_of(leaving))
+    staying = [sid for sid in excluded if sid not in leaving_sids and _server(state, sid).live]
+    state.advance_clock(now_s)
+    return _place(state, table_id, range_key, replication_factor, 1, staying, set(excluded), strategy)
+
+
+def _place(
+    state: ClusterState,
+    table_id: str,
+    range_key: bytes,
+    replication_factor: int,
+    count: int,
+    staying: list[int],
+    excluded: set[int],
+    strategy: Strategy,
+) -> PlacementResult:
+    locations = state.locations
+    live_per_location = state.live_servers_per_location()
+    free = live_per_location
+    if excluded:
+        free = dict(live_per_location)
+        for sid in excluded:
+            server = _server(state, sid)
+            if server.live:
+                free[server.location] -= 1
+    if sum(free.values()) < count:
+        raise ServiceUnavailable(
+            f"not enough live tablet servers to place {count} replica(s) of table {table_id!r} "
+            f"range {range_key!r}: {sum(live_per_location.values())} live, {len(excluded)} already hold a replica"
+        )
+    counts: dict[str, int] = {}
+    for sid in staying:
+        name = _server(state, sid).location
+        counts[name] = counts.get(name, 0) + 1
+    chosen_locations = _choose_locations(
+        state, count, replication_factor, counts, free, strategy.location_load_counts_pending
+    )
+    chosen: list[str] = []
+    choose_server = strategy.choose_server
+    servers = state.servers
+    for name in chosen_locations:
+        loc = locations[name]
+        tctx, rctx = state.contexts(loc, table_id, range_key)
+        picked = choose_server(state, loc, tctx, rctx, excluded)
+        assert picked is not None, f"location {name} had a free server but none was chosen"
+        excluded.add(picked)
+        placed = servers[picked]
+        assert placed is not None
+        state.record_pending(loc, tctx, rctx, placed)
+        chosen.append(placed.uuid)
+        counts[name] = counts.get(name, 0) + 1
+    return PlacementResult(tuple(chosen), replication_factor, counts, live_per_location)
+
+
+def _choose_locations(
+    state: ClusterState,
+    count: int,
+    replication_factor: int,
+    counts: dict[str, int],
+    free: dict[str, int],
+    with_pending: bool,
+) -> list[str]:
+    """Pick a location per replica: non-overflow before overflow, then lowest load, ties at random."""
+    locations = state.locations
+    if len(locations) == 1:
+        return [next(iter(locations))] * count  # one location: nothing to choose, and no limit
+    limit = location_limit(replication_factor, len(locations))
+    spread = spread_target(replication_factor, len(locations))
+    weight = state.clock.weight if with_pending else 1
+    # Per candidate location: [name, load numerator, denominator, load, replicas of this tablet, free].
+    candidates: list[list[Any]] = []
+    for name, loc in locations.items():
+        if free[name] > 0:
+            numerator = loc.reported * weight + loc.pending if with_pending else loc.reported
+            denominator = len(loc.live_sids) * weight
+            candidates.append([name, numerator, denominator, numerator / denominator, counts.get(name, 0), free[name]])
+    picked: list[str] = []
+    for _ in range(count):
+        best: tuple[bool, bool, float] | None = None
+        ties: list[list[Any]] = []
+        for candidate in candidates:
+            if candidate[5] <= 0:
+                continue
+            rank = (candidate[4] >= limit, candidate[4] >= spread, candidate[3])
+            if best is None or rank < best:
+                best, ties = rank, [candidate]
+            elif rank == best:
+                ties.append(candidate)
+        chosen = ties[0] if len(ties) == 1 else state.rng.choice(ties)
+        chosen[1] += weight  # the replica now counts toward the location's load (Kudu does the same)
+        chosen[3] = chosen[1] / chosen[2]
+        chosen[4] += 1
+        chosen[5] -= 1
+        picked.append(chosen[0])
+    return picked
+
+
+def spread_target(replication_factor: int, num_locations: int) -> int:
+    """Kudu's preferred most replicas per location: below half with 3+ locations, half with 2."""
+    if num_locations <= 1:
+        return replication_factor
+    if num_locations == 2:
+        return max(1, replication_factor // 2)
+    return max(1, (replication_factor - 1) // 2)
+
+
+def _server(state: ClusterState, sid: int) -> Server:
+    server = state.servers[sid]
+    assert server is not None
+    return server
+
+
+def _check_request(table_id: object, range_key: object, replication_factor: object) -> None:
+    if not isinstance(table_id, str) or not table_id:
+        raise InvalidArgument(f"table id must be a non-empty string, got {table_id!r}")
+    if not isinstance(range_key, bytes):
+        raise InvalidArgument(f"range start key must be bytes, got {type(range_key).__name__}")
+    if isinstance(replication_factor, bool) or not isinstance(replication_factor, int) or replication_factor < 1:
+        raise InvalidArgument(f"replication factor must be an integer of at least 1, got {replication_factor!r}")
