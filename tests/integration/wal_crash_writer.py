@@ -1,0 +1,55 @@
+"""Helper process of test_wal_crash.py: append from several threads, print every acknowledgement.
+
+Usage: ``python wal_crash_writer.py DIRECTORY SEED THREADS``.  Prints ``open LAST_INDEX`` once
+the log is recovered, then ``ack FIRST LAST`` (flushed) after each append's future completed,
+until killed.  Entry contents are a function of the index (:func:`expected_entry`), so the test
+can check every byte after reopening.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import threading
+
+from nyala.wal import Log, LogEntry, WalOptions
+
+TABLET = "crash-test"
+OPTIONS = WalOptions(segment_size_bytes=32 * 1024)
+
+
+def expected_entry(index: int) -> LogEntry:
+    digest = hashlib.blake2b(index.to_bytes(8, "little"), digest_size=16).digest()
+    size = (index * 7919) % 700
+    return LogEntry(1 + index // 400, index, index % 5, (digest * (size // 16 + 1))[:size])
+
+
+def main() -> None:
+    directory, seed, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    log = Log.open(directory, TABLET, OPTIONS)
+    print(f"open {log.last_index}", flush=True)
+    reserve = threading.Lock()
+    output = threading.Lock()
+
+    def writer(number: int) -> None:
+        rng = random.Random(seed * 1000 + number)
+        while True:
+            count = rng.choice((1, 1, 1, 2, 5))
+            with reserve:  # indexes are assigned in reservation order, as a Raft leader does
+                first = log.next_index
+                future = log.append([expected_entry(i) for i in range(first, first + count)])
+            last = future.result()
+            with output:
+                sys.stdout.write(f"ack {first} {last}\n")
+                sys.stdout.flush()
+
+    workers = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()  # forever: the test kills this process
+
+
+if __name__ == "__main__":
+    main()
