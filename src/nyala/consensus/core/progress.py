@@ -1,0 +1,116 @@
+"""The leader's view of one peer's log (etcd's Progress, Kudu's TrackedPeer).
+
+A peer is in one of three states:
+
+- PROBE: the leader does not know where the peer's log matches its own.  It sends one
+  AppendEntries at a time (then ``paused`` until an answer or the next heartbeat answer) and
+  moves ``next`` back using the peer's hints until an append succeeds.
+- REPLICATE: the logs match up to ``match``; the leader streams batches optimistically,
+  advancing ``next`` as it sends, with at most ``raft_max_inflight_batches`` unacknowledged.
+  A rejection, or no acknowledgement for an election timeout (lost messages), falls back to
+  PROBE.
+- NEEDS_COPY: the peer needs entries the leader has compacted away.  The driver is asked for
+  a tablet copy (again every few election timeouts).  Only heartbeats and, when the peer's
+  log looks long enough, an empty AppendEntries at the compaction base are sent; the first
+  acknowledgement (the copy has landed) resumes replication.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+__all__ = ["Progress", "ProgressState"]
+
+
+class ProgressState(enum.Enum):
+    PROBE = "PROBE"
+    REPLICATE = "REPLICATE"
+    NEEDS_COPY = "NEEDS_COPY"
+
+
+class Progress:
+    """Replication state of one peer, kept by the leader only."""
+
+    __slots__ = (
+        "copy_notice_ticks",
+        "inflight",
+        "match",
+        "next",
+        "paused",
+        "read_seq",
+        "recent_active",
+        "sent_commit",
+        "stall_ticks",
+        "state",
+    )
+
+    def __init__(self, next_index: int) -> None:
+        self.match = 0
+        self.next = next_index
+        self.state = ProgressState.PROBE
+        self.paused = False
+        self.inflight: deque[int] = deque()  # last index of each unacknowledged batch, ascending
+        self.recent_active = False  # any answer since the last check-quorum round
+        self.stall_ticks = 0  # ticks with batches in flight and no acknowledgement
+        self.read_seq = 0  # highest heartbeat round this peer answered
+        self.sent_commit = 0  # commit index last sent in an AppendEntries
+        self.copy_notice_ticks = 0  # ticks until NEEDS_COPY is reported to the driver again
+
+    def __repr__(self) -> str:
+        return f"Progress({self.state.value}, match={self.match}, next={self.next}, inflight={len(self.inflight)})"
+
+    def acknowledge(self, index: int) -> bool:
+        """Record that the peer's log matches up to ``index``; True when ``match`` moved."""
+        self.stall_ticks = 0
+        while self.inflight and self.inflight[0] <= index:
+            self.inflight.popleft()
+        if index <= self.match:
+            return False
+        self.match = index
+        self.next = max(self.next, index + 1)
+        self.paused = False
+        return True
+
+    def reject(self, rejected: int, hint_index: int) -> bool:
+        """Move ``next`` back after a rejection; False when the rejection is stale."""
+        if self.state is ProgressState.REPLICATE:
+            if rejected <= self.match:
+                return False
+        elif self.state is ProgressState.PROBE:
+            if rejected != self.next - 1:
+                return False
+        else:
+            return False
+        self.next = max(min(rejected, hint_index + 1), self.match + 1)
+        self.state = ProgressState.PROBE
+        self.paused = False
+        self.inflight.clear()
+        return True
+
+    def become_probe(self) -> None:
+        self.state = ProgressState.PROBE
+        self.next = self.match + 1
+        self.paused = False
+        self.inflight.clear()
+        self.stall_ticks = 0
+
+    def become_replicate(self) -> None:
+        self.state = ProgressState.REPLICATE
+        self.next = self.match + 1
+        self.inflight.clear()
+        self.stall_ticks = 0
+
+    def become_needs_copy(self) -> None:
+        self.state = ProgressState.NEEDS_COPY
+        self.paused = False
+        self.inflight.clear()
+        self.copy_notice_ticks = 0
+
+    def sent(self, last_index: int) -> None:
+        """A batch ending at ``last_index`` went out."""
+        if self.state is ProgressState.REPLICATE:
+            self.inflight.append(last_index)
+            self.next = last_index + 1
+        else:
+            self.paused = True

@@ -1,0 +1,82 @@
+"""What the core hands to its driver (:class:`Ready`) and what the driver hands back at restart
+(:class:`PersistentState`).  The driver's duties for each field are listed in the package
+docstring; each field's comment says what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nyala.consensus.core.config import RaftConfig
+from nyala.consensus.core.messages import Message
+from nyala.consensus.core.types import HardState, LeaderState, LogEntry, OpId, Role
+
+__all__ = ["PersistentState", "ReadState", "Ready", "SoftState"]
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    """Volatile facts a driver routes by; never persisted."""
+
+    role: Role
+    leader_id: str  # empty when no leader is known
+    term: int
+    leader_state: LeaderState | None  # set only while this replica leads
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """A confirmed read-index request: serve it once the state machine has applied ``index``."""
+
+    request_id: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """One batch of work for the driver.  Empty fields mean nothing to do."""
+
+    # Persist (atomically with ``entries`` or before them is fine) when not None.
+    hard_state: HardState | None
+    # Append to the log; an entry replaces any persisted entry with the same or a higher index.
+    entries: tuple[LogEntry, ...]
+    # Send only once ``hard_state`` and ``entries`` (and those of every earlier Ready) are durable.
+    messages: tuple[Message, ...]
+    # Apply to the state machine, in order; all are committed and were in earlier or this Ready's entries.
+    committed_entries: tuple[LogEntry, ...]
+    # A newly committed config: write it to the consensus metadata (it outlives log GC).
+    committed_config: RaftConfig | None
+    # The config now in effect (it changes when a CHANGE_CONFIG entry is appended or truncated).
+    active_config: RaftConfig | None
+    # Role, leader or term changed.
+    soft_state: SoftState | None
+    # Read-index requests now confirmed.
+    read_states: tuple[ReadState, ...]
+    # Read-index requests dropped because this replica stopped leading; the client must retry.
+    dropped_reads: tuple[int, ...]
+    # Peers that need entries this leader has compacted: start a tablet copy to each.
+    tablet_copy_targets: tuple[str, ...]
+    # Whether entries, term or vote changed: they must be synced before ``messages`` go out.
+    # (A changed commit index alone needs no sync.)
+    must_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentState:
+    """Everything a replica reloads at restart (or receives from a tablet copy).
+
+    ``log_base`` is the last entry dropped by compaction (or (0, 0)); ``entries`` follow it.
+    ``applied_index`` is what the state machine has durably applied; entries after it are
+    handed out again as committed entries.
+    """
+
+    hard_state: HardState
+    committed_config: RaftConfig
+    log_base: OpId
+    entries: tuple[LogEntry, ...]
+    applied_index: int
+
+    @classmethod
+    def bootstrap(cls, config: RaftConfig) -> PersistentState:
+        """The state of a brand-new replica of a new tablet with initial ``config``."""
+        return cls(HardState(), config, OpId(0, 0), (), 0)

@@ -1,0 +1,327 @@
+"""Log replication and commitment (Raft paper 5.3 and 5.4), and the Ready contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from nyala.common.errors import IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
+from nyala.consensus.core import (
+    ENTRY_OVERHEAD_BYTES,
+    AppendRequest,
+    AppendResponse,
+    EntryType,
+    HardState,
+    Heartbeat,
+    LogEntry,
+    Member,
+    MemberType,
+    OpId,
+    PersistentState,
+    RaftConfig,
+    RaftOptions,
+    Role,
+)
+
+from .helpers import GROUP, Net, make_core, persisted
+
+ABC = RaftConfig.of_voters(["a", "b", "c"])
+
+
+def entry(index: int, term: int, payload: bytes = b"") -> LogEntry:
+    return LogEntry(term, index, EntryType.WRITE, payload or f"e{index}@{term}".encode())
+
+
+def test_committed_entries_reach_every_replica_in_order() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    ids = [leader.propose(f"w{i}".encode()) for i in range(5)]
+    net.stabilize()
+    assert [i.index for i in ids] == [2, 3, 4, 5, 6]
+    for peer_id in "abc":
+        payloads = [e.payload for e in net.applied[peer_id] if e.type is EntryType.WRITE]
+        assert payloads == [f"w{i}".encode() for i in range(5)], peer_id
+
+
+def test_a_follower_rejects_entries_whose_predecessor_it_lacks_and_hints_where_to_resume() -> None:
+    b = make_core("b", state=persisted(ABC, [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2)], term=2))
+    b.step(AppendRequest(GROUP, "a", "b", 4, 7, 3, (entry(8, 4),), 0))
+    response = b.ready().messages[0]
+    assert isinstance(response, AppendResponse)
+    assert not response.success
+    assert (response.index, response.hint_index, response.hint_term) == (7, 5, 2)
+
+
+def test_fast_backtracking_skips_a_whole_conflicting_term_in_one_round_trip() -> None:
+    # Follower b has a long tail of term 2 the term-3 leader never had.
+    leader_log = [(1, 1), (2, 1), (3, 3), (4, 3)]
+    b_log = [(1, 1), (2, 1)] + [(i, 2) for i in range(3, 40)]
+    a = make_core("a", state=persisted(ABC, leader_log, term=3))
+    b = make_core("b", state=persisted(ABC, b_log, term=2))
+    c = make_core("c", state=persisted(ABC, leader_log, term=3))
+    net = Net([a, b, c])
+    net.elect("a")
+    rejections = [m for rd in net.readies["b"] for m in rd.messages if isinstance(m, AppendResponse) and not m.success]
+    assert len(rejections) <= 2, "one or two round trips, not one per entry"
+    assert [b.term_at(i) for i in range(1, 6)] == [1, 1, 3, 3, 4]
+    assert b.last_index == a.last_index
+
+
+def test_conflicting_uncommitted_entries_are_replaced() -> None:
+    b = make_core("b", state=persisted(ABC, [(1, 1), (2, 2), (3, 2)], term=2, commit=1))
+    b.step(AppendRequest(GROUP, "a", "b", 3, 1, 1, (entry(2, 3),), 1))
+    rd = b.ready()
+    assert [(e.index, e.term) for e in rd.entries] == [(2, 3)]  # the driver overwrites from index 2
+    assert b.last_index == 2
+    assert b.term_at(2) == 3
+
+
+def test_a_leader_never_overwrites_committed_entries() -> None:
+    b = make_core("b", state=persisted(ABC, [(1, 1), (2, 2)], term=2, commit=2))
+    b.step(AppendRequest(GROUP, "a", "b", 3, 2, 2, (entry(3, 3),), 2))
+    assert b.last_index == 3
+    # A request below the commit index is answered with the commit index, never applied.
+    b.step(AppendRequest(GROUP, "a", "b", 3, 1, 1, (entry(2, 3),), 2))
+    assert b.term_at(2) == 2
+    responses = [m for m in b.ready().messages if isinstance(m, AppendResponse)]
+    assert responses[-1].success
+    assert responses[-1].index == 2
+
+
+def test_a_follower_commits_no_further_than_the_leader_proved_it_matches() -> None:
+    b = make_core("b", state=persisted(ABC, [(1, 1), (2, 1), (3, 1)], term=1))
+    b.step(AppendRequest(GROUP, "a", "b", 1, 1, 1, (), 3))  # proves only index 1 matches
+    assert b.commit_index == 1
+
+
+def test_only_entries_of_the_current_term_are_committed_by_counting() -> None:
+    # Raft section 5.4.2 / Figure 8: entry 2 of term 2 sits on a majority but must not commit
+    # until an entry of the leader's own term does.
+    c = make_core("c", state=persisted(ABC, [(1, 1), (2, 2)], term=2))
+    a = make_core("a", state=persisted(ABC, [(1, 1)], term=2))
+    b = make_core("b", state=persisted(ABC, [(1, 1)], term=2))
+    net = Net([a, b, c])
+    c.campaign()
+    while not c.is_leader:
+        assert net.deliver(keep=lambda m: not isinstance(m, AppendRequest))
+    net.outbox = []
+    assert c.term == 3
+    assert c.last_index == 3
+    a.step(AppendRequest(GROUP, "c", "a", 3, 1, 1, (c.entry(2),), 0))
+    net.deliver(keep=lambda m: isinstance(m, AppendResponse))
+    assert c.commit_index == 0, "entry 2@2 is on a majority but belongs to an older term"
+    net.stabilize()
+    assert c.commit_index == 3
+    assert a.commit_index == 3
+
+
+def test_acknowledgements_of_non_voters_never_count() -> None:
+    config = RaftConfig(
+        (
+            Member("a", MemberType.VOTER),
+            Member("b", MemberType.VOTER),
+            Member("c", MemberType.VOTER),
+            Member("l", MemberType.NON_VOTER),
+        )
+    )
+    cores = [make_core(p, config=config) for p in ("a", "b", "c", "l")]
+    net = Net(cores)
+    leader = net.elect("a")
+    net.cut = {"b", "c"}
+    index = leader.propose(b"w").index
+    net.stabilize()
+    assert cores[3].last_index == index, "the learner has the entry"
+    assert leader.commit_index < index, "but its acknowledgement alone must not commit it"
+    net.cut = set()
+    for _ in range(10):  # the lost batches are sent again after a heartbeat period
+        leader.tick()
+        net.deliver()
+    assert leader.commit_index == index
+
+
+def test_batches_are_limited_in_bytes_and_in_flight_batches_are_bounded() -> None:
+    options = RaftOptions(consensus_max_batch_size_bytes=2 * (100 + ENTRY_OVERHEAD_BYTES), raft_max_inflight_batches=3)
+    cores = [make_core(p, options=options) for p in "abc"]
+    net = Net(cores)
+    leader = net.elect("a")
+    for i in range(20):
+        leader.propose(bytes([i]) * 100)
+    appends = [m for m in net.sent(AppendRequest) if m.recipient == "b"]
+    assert [len(m.entries) for m in appends] == [2, 2, 2], "three batches of two entries, then wait"
+    net.stabilize()
+    assert cores[1].last_index == leader.last_index == 21
+
+
+def test_lost_acknowledgements_fall_back_to_probing() -> None:
+    cores = [make_core(p) for p in "abc"]
+    net = Net(cores)
+    leader = net.elect("a")
+    leader.propose(b"w")
+    net.deliver(keep=lambda m: not isinstance(m, AppendResponse))  # every answer is lost
+    assert leader.commit_index == 1
+    for _ in range(16):
+        leader.tick()
+    net.stabilize()
+    assert leader.commit_index == 2
+    assert cores[1].commit_index == 2
+
+
+def test_a_proposal_lost_to_a_new_leader_comes_back_with_another_term() -> None:
+    net = Net(make_core(p) for p in "abc")
+    a = net.elect("a")
+    lost = a.propose(b"only-on-a")
+    net.outbox = []
+    net.collect()
+    net.outbox = []  # a's appends never leave
+    net.cut = {"a"}
+    for _ in range(60):
+        net.tick("b")
+        net.tick("c")
+        net.deliver()
+    assert net.cores["b"].is_leader or net.cores["c"].is_leader
+    net.cut = set()
+    for _ in range(10):
+        for peer_id in "abc":
+            net.tick(peer_id)
+        net.deliver()
+    assert a.role is Role.FOLLOWER
+    assert a.term_at(lost.index) != lost.term
+
+
+def test_heartbeats_carry_a_commit_index_capped_at_the_followers_match() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    net.cut = {"c"}
+    leader.propose(b"w")
+    net.stabilize()
+    net.cut = set()
+    for _ in range(5):
+        leader.tick()
+    beats = {m.recipient: m for m in net.sent(Heartbeat)}
+    assert beats["b"].commit_index == 2
+    assert beats["c"].commit_index == 1
+
+
+def test_ready_and_advance_must_alternate() -> None:
+    a = make_core("a", voters=["a"])
+    a.campaign()
+    rd = a.ready()
+    with pytest.raises(IllegalState):
+        a.ready()
+    a.advance(rd)
+    with pytest.raises(IllegalState):
+        a.advance(rd)
+
+
+def test_persist_then_apply_contract_fields() -> None:
+    a = make_core("a", voters=["a"])
+    a.campaign()
+    rd = a.ready()
+    assert rd.hard_state == HardState(1, "a", 1)
+    assert [e.type for e in rd.entries] == [EntryType.NO_OP]
+    assert rd.committed_entries == rd.entries  # single voter: committed on append, applied after persist
+    assert rd.must_sync
+    assert rd.soft_state is not None
+    assert rd.soft_state.role is Role.LEADER
+    a.advance(rd)
+    assert a.applied_index == 1
+    assert not a.has_ready()
+
+
+def test_proposals_are_bytes_within_the_batch_size() -> None:
+    a = make_core("a", voters=["a"], options=RaftOptions(consensus_max_batch_size_bytes=10))
+    a.campaign()
+    with pytest.raises(InvalidArgument):
+        a.propose("text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        a.propose(b"x" * 11)
+    assert a.last_index == 1
+
+
+def test_a_restarted_replica_reloads_its_log_term_vote_and_committed_config() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    for i in range(3):
+        leader.propose(bytes([i]))
+    net.stabilize()
+    b = net.cores["b"]
+    hard = HardState(b.term, b.vote, b.commit_index)
+    log = tuple(b.entry(i) for i in range(1, b.last_index + 1))
+    restarted = make_core("b", state=PersistentState(hard, b.committed_config, OpId(0, 0), log, 2))
+    assert (restarted.term, restarted.vote, restarted.last_index) == (b.term, b.vote, 4)
+    rd = restarted.ready()
+    assert [e.index for e in rd.committed_entries] == [3, 4], "entries after the applied index are re-applied"
+
+
+def test_a_torn_write_that_kept_newer_entries_than_the_term_is_repaired_on_restart() -> None:
+    state = persisted(ABC, [(1, 1), (2, 3)], term=2, vote="c", commit=9)
+    core = make_core("b", state=state)
+    assert (core.term, core.vote) == (3, "")  # the vote belonged to term 2
+    assert core.commit_index == 2  # commit is only a hint: clamped to the log
+
+
+def test_a_corrupt_persisted_log_is_refused() -> None:
+    bad = PersistentState(HardState(1), ABC, OpId(0, 0), (entry(1, 1), entry(3, 1)), 0)
+    with pytest.raises(Exception, match="jumps"):
+        make_core("b", state=bad)
+
+
+def test_compaction_turns_a_lagging_follower_into_a_tablet_copy_target() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    net.cut = {"c"}
+    for i in range(10):
+        leader.propose(bytes([i]))
+    net.stabilize()
+    leader.compact(8)
+    with pytest.raises(InvalidArgument):
+        leader.compact(leader.applied_index + 1)
+    net.cut = set()
+    for _ in range(20):
+        leader.tick()
+        net.deliver()
+    targets = [t for rd in net.readies["a"] for t in rd.tablet_copy_targets]
+    assert targets == ["c"]
+    # The driver copies the tablet: c restarts from a's state at index 8.
+    c = make_core("c", state=PersistentState(HardState(leader.term), leader.committed_config, OpId(1, 8), (), 8))
+    net.cores["c"] = c
+    for _ in range(10):
+        leader.tick()
+        net.deliver()
+    net.stabilize()
+    assert c.last_index == leader.last_index
+    assert c.commit_index == leader.commit_index
+
+
+def test_read_index_waits_for_a_heartbeat_round_from_a_majority() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    leader.propose(b"w")
+    net.stabilize()
+    leader.read_index(7)
+    rd_states = []
+    net.collect()
+    assert not any(rd.read_states for rd in net.readies["a"])
+    net.stabilize()
+    rd_states = [s for rd in net.readies["a"] for s in rd.read_states]
+    assert [(s.request_id, s.index) for s in rd_states] == [(7, 2)]
+
+
+def test_read_index_is_refused_off_the_leader_and_dropped_when_leadership_ends() -> None:
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    with pytest.raises(NotTheLeader):
+        net.cores["b"].read_index(1)
+    leader.read_index(9)
+    leader.step_down()
+    net.collect()
+    assert [r for rd in net.readies["a"] for r in rd.dropped_reads] == [9]
+
+
+def test_read_index_needs_a_running_leader() -> None:
+    net = Net(make_core(p) for p in "abc")
+    a = net.cores["a"]
+    a.campaign()
+    while not a.is_leader:
+        assert net.deliver()
+    with pytest.raises(ServiceUnavailable):
+        a.read_index(1)
