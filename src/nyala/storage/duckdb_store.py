@@ -30,7 +30,18 @@ from nyala.common.errors import (
 from nyala.schema import DataType, Schema, decode_row_operations
 
 from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
-from .plan import MODE, MODE_COLUMN, ROW_COLUMN, ApplyPlan, Part, fill_defaults, plan_apply, repeated_rows, show_key
+from .plan import (
+    MODE,
+    MODE_COLUMN,
+    ROW_COLUMN,
+    ApplyPlan,
+    Part,
+    fill_defaults,
+    mode_scalar,
+    plan_apply,
+    repeated_rows,
+    show_key,
+)
 from .sql import column_sql, create_table_sql, duck_table, duck_value, quote, where_clause
 
 __all__ = ["DuckDBScanner", "DuckDBTabletStore", "StorageOptions", "TabletStoreManager"]
@@ -248,6 +259,10 @@ def _remove_files(path: str) -> None:
             os.remove(p)
 
 
+class _Conflict(Exception):
+    """A statement touched fewer rows than planned: redo the group, naming the failing rows."""
+
+
 class DuckDBTabletStore:
     """One tablet: the ``rows`` table and a one-row ``nyala_meta`` table (applied index, schema).
 
@@ -266,6 +281,7 @@ class DuckDBTabletStore:
         self._cur = cursor
         self._lock = threading.Lock()
         self._failed: StorageError | None = None
+        self._careful = False  # whether this apply attempt must name failing rows
         self._closed = False
         self._rows = f"{alias}.{ROWS}"
         self._schema, self._applied = self._read_meta()
@@ -346,9 +362,7 @@ class DuckDBTabletStore:
                 return []
             results = [EntryResult(e.index) for e in entries]
             parts, starts, owners = self._decode(entries, results)
-            errors = self._guard(
-                "apply", lambda: self._transaction(lambda: self._apply_parts(parts), entries[-1].index)
-            )
+            errors = self._apply_optimistically(parts, entries[-1].index)
             for row, error in errors.items():
                 i = bisect.bisect_right(starts, row) - 1
                 results[owners[i]].row_errors.append(RowError(row - starts[i], error))
@@ -395,6 +409,23 @@ class DuckDBTabletStore:
             raise
         return out
 
+    def _apply_optimistically(self, parts: list[Part], index: int) -> dict[int, NyalaError]:
+        """Apply assuming no row errors (plain statements, as fast as hand-written SQL); on a
+        conflict roll back and apply again with statements that say which rows failed."""
+
+        def attempt(careful: bool) -> dict[int, NyalaError]:
+            self._careful = careful
+            return self._transaction(lambda: self._apply_parts(parts), index)
+
+        try:
+            return self._guard("apply", lambda: attempt(False))
+        except (_Conflict, duckdb.ConstraintException):
+            pass
+        try:
+            return self._guard("apply", lambda: attempt(True))
+        except duckdb.ConstraintException as e:
+            raise AssertionError(f"tablet {self._tablet_id}: planned statements broke a key constraint: {e}") from e
+
     def _apply_parts(self, parts: list[Part]) -> dict[int, NyalaError]:
         if not parts:
             return {}
@@ -419,7 +450,7 @@ class DuckDBTabletStore:
             if missed is not None:
                 inserts.append(missed)
         if inserts:
-            self._insert(pa.concat_tables(inserts), errors)
+            self._insert(inserts[0] if len(inserts) == 1 else pa.concat_tables(inserts), errors)
         return errors
 
     def _key_join(self, other: str) -> str:
@@ -450,14 +481,18 @@ class DuckDBTabletStore:
     def _delete(self, deletes: pa.Table, errors: dict[int, NyalaError]) -> None:
         keys = self._schema.key_names
         _d = duck_table(deletes.select(keys))
-        report = deletes.filter(pc.equal(deletes[MODE_COLUMN], MODE.REPORT))
-        returning = self._returning() if report.num_rows else ""
+        report = deletes.filter(pc.equal(deletes[MODE_COLUMN], mode_scalar(MODE.REPORT)))
+        counted = report.num_rows == deletes.num_rows and not self._careful
+        returning = self._returning() if report.num_rows and not counted else ""
         if len(keys) == 1:
             sql = f"DELETE FROM {self._rows} AS r WHERE r.{quote(keys[0])} = ANY(?){returning}"
             self._cur.execute(sql, [_d.column(0).to_pylist()])
         else:
             self._cur.execute(f"DELETE FROM {self._rows} AS r USING _d WHERE {self._key_join('_d')}{returning}")
-        if report.num_rows:
+        if counted:
+            if self._cur.fetchall()[0][0] != deletes.num_rows:
+                raise _Conflict
+        elif report.num_rows:
             found = set(self._cur.fetchall())
             self._record(report, self._missing(duck_table(report), found), errors, NotFound, "not found")
 
@@ -465,6 +500,13 @@ class DuckDBTabletStore:
         """Run one UPDATE; return the UPSERT rows it missed, to be inserted."""
         keys = self._schema.key_names
         _u = duck_table(table.select([*keys, *columns]))
+        counted = not self._careful and bool(pc.all(pc.equal(table[MODE_COLUMN], mode_scalar(MODE.REPORT))).as_py())
+        if columns and counted:
+            sets = ", ".join(f"{quote(c)} = _u.{quote(c)}" for c in columns)
+            self._cur.execute(f"UPDATE {self._rows} AS r SET {sets} FROM _u WHERE {self._key_join('_u')}")
+            if self._cur.fetchall()[0][0] != table.num_rows:
+                raise _Conflict
+            return None
         if columns:
             sets = ", ".join(f"{quote(c)} = _u.{quote(c)}" for c in columns)
             self._cur.execute(
@@ -480,23 +522,23 @@ class DuckDBTabletStore:
         modes = missed[MODE_COLUMN].to_pylist()
         if MODE.MUST in modes:
             raise AssertionError(f"tablet {self._tablet_id}: an update of a known row found no row")
-        report = missed.filter(pc.equal(missed[MODE_COLUMN], MODE.REPORT))
+        report = missed.filter(pc.equal(missed[MODE_COLUMN], mode_scalar(MODE.REPORT)))
         self._record(report, [True] * report.num_rows, errors, NotFound, "not found")
-        upserts = missed.filter(pc.equal(missed[MODE_COLUMN], MODE.UPSERT))
+        upserts = missed.filter(pc.equal(missed[MODE_COLUMN], mode_scalar(MODE.UPSERT)))
         if not upserts.num_rows:
             return None
         upserts = upserts.set_column(
             upserts.schema.get_field_index(MODE_COLUMN),
             MODE_COLUMN,
-            pa.array([MODE.MUST] * upserts.num_rows, pa.int8()),
+            pa.repeat(mode_scalar(MODE.MUST), upserts.num_rows),
         )
         return fill_defaults(self._schema, upserts)
 
     def _insert(self, inserts: pa.Table, errors: dict[int, NyalaError]) -> None:
         names = ", ".join(quote(c) for c in self._schema.names)
         _i = duck_table(inserts.select(self._schema.names))
-        checked = bool(pc.any(pc.not_equal(inserts[MODE_COLUMN], MODE.MUST)).as_py())
-        if not checked:
+        if not self._careful or not pc.any(pc.not_equal(inserts[MODE_COLUMN], mode_scalar(MODE.MUST))).as_py():
+            # Optimistic: a duplicate key raises ConstraintException and the group is redone.
             self._cur.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _i")
             return
         self._cur.execute(f"INSERT OR IGNORE INTO {self._rows} ({names}) SELECT * FROM _i{self._returning()}")
@@ -506,7 +548,7 @@ class DuckDBTabletStore:
         missed = inserts.filter(pa.array(self._missing(_i, found)))
         if MODE.MUST in missed[MODE_COLUMN].to_pylist():
             raise AssertionError(f"tablet {self._tablet_id}: an insert of a known-absent key found it present")
-        report = missed.filter(pc.equal(missed[MODE_COLUMN], MODE.REPORT))
+        report = missed.filter(pc.equal(missed[MODE_COLUMN], mode_scalar(MODE.REPORT)))
         self._record(report, [True] * report.num_rows, errors, AlreadyPresent, "already present")
 
     def _record(

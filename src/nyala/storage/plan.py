@@ -28,10 +28,26 @@ import pyarrow.compute as pc
 from nyala.common.errors import AlreadyPresent, NotFound, NyalaError
 from nyala.schema import OP_COLUMN, OpType, RowOperations, Schema
 
-__all__ = ["MODE", "MODE_COLUMN", "ROW_COLUMN", "ApplyPlan", "Part", "UpdateGroup", "plan_apply", "repeated_rows"]
+__all__ = [
+    "MODE",
+    "MODE_COLUMN",
+    "ROW_COLUMN",
+    "ApplyPlan",
+    "Part",
+    "UpdateGroup",
+    "mode_scalar",
+    "plan_apply",
+    "repeated_rows",
+]
 
 ROW_COLUMN = "__row"
 MODE_COLUMN = "__mode"
+
+
+def mode_scalar(mode: int) -> pa.Scalar:
+    # Typed scalars: a bare Python int makes pyarrow.compute try (and fail) to import numpy
+    # on every call, which costs ~0.5 ms.
+    return pa.scalar(mode, pa.int8())
 
 
 class MODE:
@@ -39,6 +55,17 @@ class MODE:
     REPORT = 1  # a miss is a row error
     IGNORE = 2  # a miss is skipped (_IGNORE ops)
     UPSERT = 3  # an update that misses becomes an insert
+
+
+_ROW_NUMBERS = pa.array([], pa.int64())
+
+
+def _row_numbers(n: int) -> pa.Array:
+    """0..n-1, sliced from a cached array (building one from a Python range is slow)."""
+    global _ROW_NUMBERS
+    if len(_ROW_NUMBERS) < n:
+        _ROW_NUMBERS = pa.array(list(range(max(n, 2 * len(_ROW_NUMBERS), 4096))), pa.int64())
+    return _ROW_NUMBERS.slice(0, n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +76,11 @@ class Part:
 
     @classmethod
     def of(cls, ops: RowOperations, first_row: int) -> Part:
-        rows = pa.array(range(first_row, first_row + len(ops)), pa.int64())
-        # Nullability flags differ between clients; drop them so parts concatenate.
-        data = ops.data.cast(pa.schema([pa.field(f.name, f.type) for f in ops.data.schema]))
+        rows = pc.add(_row_numbers(len(ops)), pa.scalar(first_row, pa.int64()))
+        data = ops.data
+        if any(not f.nullable for f in data.schema):
+            # Nullability flags differ between clients; drop them so parts concatenate.
+            data = data.cast(pa.schema([pa.field(f.name, f.type) for f in data.schema]))
         return cls(data.append_column(OP_COLUMN, ops.ops).append_column(ROW_COLUMN, rows))
 
     @property
@@ -80,7 +109,7 @@ def repeated_rows(schema: Schema, parts: Sequence[Part]) -> pa.Array | None:
     if len(keys) == 1 and pc.count_distinct(table.column(0)).as_py() == table.num_rows:
         return None
     counts = table.group_by(keys).aggregate([(ROW_COLUMN, "count")])
-    repeated = counts.filter(pc.greater(counts[f"{ROW_COLUMN}_count"], 1))
+    repeated = counts.filter(pc.greater(counts[f"{ROW_COLUMN}_count"], pa.scalar(1, pa.int64())))
     if repeated.num_rows == 0:
         return None
     rows = table.join(repeated.select(keys), keys=keys, join_type="left semi")[ROW_COLUMN]
@@ -118,7 +147,7 @@ def plan_apply(
 
 def _with_mode(table: pa.Table, mode: pa.Array | int) -> pa.Table:
     if isinstance(mode, int):
-        mode = pa.array([mode] * table.num_rows, pa.int8())
+        mode = pa.repeat(mode_scalar(mode), table.num_rows)
     return table.append_column(MODE_COLUMN, mode)
 
 
@@ -132,15 +161,28 @@ def _plan_single(
 ) -> None:
     keys = schema.key_names
     ops = table[OP_COLUMN]
-    ignoring = pc.greater_equal(ops, int(OpType.INSERT_IGNORE))
-    base = pc.if_else(ignoring, pc.subtract(ops, 4), ops)  # X_IGNORE = X + 4
-    mode = pc.if_else(ignoring, pa.scalar(MODE.IGNORE, pa.int8()), pa.scalar(MODE.REPORT, pa.int8()))
-    table = table.append_column(MODE_COLUMN, mode)
+    bounds = pc.min_max(ops).as_py()
+    if bounds["min"] == bounds["max"]:  # the usual case: one op for the whole group
+        only = OpType(bounds["min"])
+        mode = MODE.IGNORE if only.ignores_errors else MODE.REPORT
+        table = table.append_column(MODE_COLUMN, pa.repeat(mode_scalar(mode), table.num_rows))
+        empty = table.slice(0, 0)
+
+        def rows(op: OpType) -> pa.Table:
+            return table if op is only.base else empty
+
+    else:
+        ignoring = pc.greater_equal(ops, pa.scalar(int(OpType.INSERT_IGNORE), pa.int8()))
+        base = pc.if_else(ignoring, pc.subtract(ops, pa.scalar(4, pa.int8())), ops)  # X_IGNORE = X + 4
+        table = table.append_column(
+            MODE_COLUMN, pc.if_else(ignoring, mode_scalar(MODE.IGNORE), mode_scalar(MODE.REPORT))
+        )
+
+        def rows(op: OpType) -> pa.Table:
+            return table.filter(pc.equal(base, pa.scalar(int(op), pa.int8())))
+
     non_key = tuple(c for c in columns if not schema.is_key(c))
     full_upsert = set(non_key) == {c.name for c in schema.columns[schema.key_column_count :]}
-
-    def rows(op: OpType) -> pa.Table:
-        return table.filter(pc.equal(base, int(op)))
 
     deleted = rows(OpType.DELETE)
     if deleted.num_rows:
