@@ -208,7 +208,7 @@ class _Peer:
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.abort("closed by the caller")
+            self._conn.abort("closed by the caller", logging.DEBUG)
             self._conn = None
 
 
@@ -328,8 +328,9 @@ class _ClientConnection(asyncio.BufferedProtocol):
                 entry[0].set_result(frame)
             # else: the call timed out or was cancelled; the late answer is dropped
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, level: int = logging.WARNING) -> None:
+        """Close the connection at once; protocol violations log at WARNING, routine closes at DEBUG."""
         if not self.closed:
-            log.warning("closing RPC connection to %s: %s", self._address, reason)
+            log.log(level, "closing RPC connection to %s: %s", self._address, reason)
         if self._writer is not None:
             self._writer.abort()

@@ -123,7 +123,7 @@ class RpcServer:
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
-            conn.abort("server shutting down")
+            conn.abort("server shutting down", logging.DEBUG)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -194,8 +194,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         for frame in frames:
             self._start_call(frame)
 
-    def abort(self, reason: str) -> None:
-        log.warning("closing RPC connection from %s: %s", self._peer, reason)
+    def abort(self, reason: str, level: int = logging.WARNING) -> None:
+        """Close the connection at once; protocol violations log at WARNING, routine closes at DEBUG."""
+        log.log(level, "closing RPC connection from %s: %s", self._peer, reason)
         if self._writer is not None:
             self._writer.abort()
 

@@ -1,0 +1,5 @@
+"""``python -m nyala`` runs the ``nyala`` command line."""
+
+from nyala.tools.cli import main
+
+main()
