@@ -38,8 +38,13 @@ def main() -> None:
             count = rng.choice((1, 1, 1, 2, 5))
             with reserve:  # indexes are assigned in reservation order, as a Raft leader does
                 first = log.next_index
-                future = log.append([expected_entry(i) for i in range(first, first + count)])
-            last = future.result()
+                entries = [expected_entry(i) for i in range(first, first + count)]
+                if number == 0:  # one thread blocks, committing on its own thread when the log is idle
+                    last = log.append_sync(entries)
+                else:
+                    future = log.append(entries)
+            if number != 0:
+                last = future.result()
             with output:
                 sys.stdout.write(f"ack {first} {last}\n")
                 sys.stdout.flush()

@@ -96,11 +96,24 @@ class Log:
         order.  Raises InvalidArgument (changing nothing) for bad entries, IllegalState after
         close and IOFailure after an earlier write failure.
         """
+        return self._reserve_append(entries, may_lead=False)[0]
+
+    def append_sync(self, entries: Sequence[LogEntry], timeout: float | None = None) -> int:
+        """:meth:`append` and wait until durable; return the last index.
+
+        When the log is idle the calling thread writes and syncs the group itself, saving two
+        thread wake-ups; otherwise it waits for the committer like :meth:`append`.
+        """
+        future, lead = self._reserve_append(entries, may_lead=True)
+        if lead:
+            self._committer.lead(future)
+        return future.result(timeout)
+
+    def _reserve_append(self, entries: Sequence[LogEntry], may_lead: bool) -> tuple[Future[int], bool]:
         data, runs = encode_entries(entries)
         if len(data) > self.options.max_append_bytes:
-            raise InvalidArgument(
-                f"append of {len(data)} bytes exceeds max_append_bytes={self.options.max_append_bytes}"
-            )
+            limit = self.options.max_append_bytes
+            raise InvalidArgument(f"append of {len(data)} bytes exceeds max_append_bytes={limit}")
         first, last = entries[0].index, entries[-1].index
         future: Future[int] = Future()
         future.set_running_or_notify_cancel()  # a reserved append cannot be cancelled any more
@@ -114,12 +127,8 @@ class Log:
                 )
             self._next_index = last + 1
             self._last_term = runs[-1][1]
-            self._committer.submit(Request(data, future, first, last, runs))
-        return future
-
-    def append_sync(self, entries: Sequence[LogEntry], timeout: float | None = None) -> int:
-        """:meth:`append` and wait until durable; return the last index."""
-        return self.append(entries).result(timeout)
+            lead = self._committer.submit(Request(data, future, first, last, runs), may_lead)
+        return future, lead
 
     def truncate_after(self, index: int) -> Future[int]:
         """Remove entries above ``index``, durably and in order with appends; the next append starts at index+1.
@@ -128,6 +137,16 @@ class Log:
         entries above ``index`` written before it.  ``index`` must lie in ``first_index-1 ..
         next_index-1`` (entries below first_index were garbage collected, hence committed).
         """
+        return self._reserve_truncation(index, may_lead=False)[0]
+
+    def truncate_after_sync(self, index: int, timeout: float | None = None) -> int:
+        """:meth:`truncate_after` and wait until durable."""
+        future, lead = self._reserve_truncation(index, may_lead=True)
+        if lead:
+            self._committer.lead(future)
+        return future.result(timeout)
+
+    def _reserve_truncation(self, index: int, may_lead: bool) -> tuple[Future[int], bool]:
         if type(index) is not int or index < 0:
             raise InvalidArgument(f"truncation index must be an integer >= 0, got {index!r}")
         future: Future[int] = Future()
@@ -142,11 +161,9 @@ class Log:
                 )
             self._next_index = index + 1
             self._last_term = None  # unknown until the next append; the consensus layer owns terms
-            self._committer.submit(Request(encode_truncate_marker(index), future, index, index, None))
-        return future
-
-    def truncate_after_sync(self, index: int, timeout: float | None = None) -> int:
-        return self.truncate_after(index).result(timeout)
+            marker = Request(encode_truncate_marker(index), future, index, index, None)
+            lead = self._committer.submit(marker, may_lead)
+        return future, lead
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -155,10 +172,10 @@ class Log:
         if failure is not None:
             raise IOFailure(f"the log of tablet {self.tablet_id} failed earlier and must be reopened: {failure}")
 
-    # -- the appender thread ----------------------------------------------------------------
+    # -- the committer (the appender thread, or a blocking caller; one at a time) ------------
 
     def _write_group(self, group: list[Request]) -> None:
-        """Write a group as one batch and sync it (appender thread only)."""
+        """Write a group as one batch and sync it (called by the single active committer)."""
         payload = group[0].data if len(group) == 1 else b"".join([r.data for r in group])
         header = batch_header(payload)
         segment = self._active

@@ -68,23 +68,26 @@ def file_size(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def stalled_appender(log: Log) -> Iterator[None]:
-    """Hold the appender before it writes its next group, so requests made meanwhile queue up.
+def stalled_appender(log: Log) -> Iterator[threading.Event]:
+    """Hold the committer before it writes its next group, so requests made meanwhile queue up.
 
     The first request after entering becomes a group of its own (held); everything queued while
-    it is held is written as the following group(s) once the block exits.
+    it is held is written as the following group(s) once the block exits.  The yielded event is
+    set once the committer is holding (that is, a request has arrived and is being committed).
     """
     release = threading.Event()
+    holding = threading.Event()
     committer = log._committer
     original = committer._write_group
 
     def held(group: list[Request]) -> None:
+        holding.set()
         release.wait(30)
         committer._write_group = original
         original(group)
 
     committer._write_group = held
     try:
-        yield
+        yield holding
     finally:
         release.set()

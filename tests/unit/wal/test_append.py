@@ -166,3 +166,52 @@ def test_completion_order_equals_reservation_order_with_many_writers(small_log: 
     groups, requests = small_log.group_stats
     assert requests == len(reserved) + 1
     assert groups < requests
+
+
+@pytest.mark.timeout(60)
+def test_a_blocking_caller_commits_its_own_group_then_hands_over(small_log: Log) -> None:
+    completed: list[tuple[int, str]] = []
+
+    def on_done(future: Future[int]) -> None:
+        completed.append((future.result(), threading.current_thread().name))
+
+    def blocking_writer() -> None:
+        assert small_log.append_sync(make_entries(1, 2)) == 2
+
+    with stalled_appender(small_log) as holding:
+        leader = threading.Thread(target=blocking_writer, name="leader")
+        leader.start()
+        assert holding.wait(30)  # the leader is committing its group on its own thread
+        for index in range(3, 13):
+            small_log.append(make_entries(index, 1)).add_done_callback(on_done)
+    leader.join(30)
+    small_log.append_sync(make_entries(13, 1))
+    assert [index for index, _ in completed] == list(range(3, 13))
+    assert {name for _, name in completed} == {"wal-append-tablet-1"}  # handed to the appender thread
+    check_entries(list(small_log.entries(1)), 1, 13)
+
+
+@pytest.mark.timeout(60)
+def test_blocking_and_future_appends_from_many_threads(small_log: Log) -> None:
+    reserve = threading.Lock()
+    futures: list[Future[int]] = []
+
+    def worker(number: int) -> None:
+        for step in range(50):
+            with reserve:
+                first = small_log.next_index
+                if (number + step) % 4 == 0:
+                    assert small_log.append_sync(make_entries(first, 2)) == first + 1
+                else:
+                    futures.append(small_log.append(make_entries(first, 1)))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results = [f.result(timeout=30) for f in futures]
+    assert results == sorted(results)
+    last = small_log.next_index - 1
+    small_log.truncate_after_sync(last)
+    check_entries(list(small_log.entries(1)), 1, last)

@@ -1,0 +1,263 @@
+"""WAL throughput: group commit against a raw os.write + os.fdatasync loop, in the same run.
+
+For 1, 8 and 64 writer threads and 256-byte and 4 KiB entries, each writer appends one entry
+and waits until it is durable, back to back (fsync on, default settings, 8 MiB segments).
+Writers take their index under a shared lock, call ``Log.append`` and wait on the future
+outside the lock, as the consensus runtime does (it awaits ``asyncio.wrap_future``).  The
+"1s" rows are one writer calling ``Log.append_sync``, which commits on the caller's own thread
+when the log is idle instead of waking the appender thread.
+Beside each WAL figure two references are measured on the same filesystem, in the same run:
+
+- raw 1-writer: one thread looping os.write of one entry's bytes (as the WAL frames it) and
+  os.fdatasync, into a preallocated file;
+- raw equal-group: the same loop writing, per fdatasync, as many entries as the WAL's average
+  group size in that run.
+
+The three are interleaved in short slices so that load from other processes hits them alike.
+Targets: with 64 writers, WAL >= 0.8 x raw equal-group; with 1 writer, WAL >= 0.8 x raw 1-writer.
+
+Usage: ``python bench/wal_bench.py [--seconds 2.5] [--slices 5] [--dir PATH]``.  ``--seconds``
+is the time per measurement per cell.  Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nyala.wal import Log, LogEntry
+from nyala.wal.format import batch_header, encode_entries
+
+REPO = Path(__file__).resolve().parents[1]
+RAW_FILE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass
+class Tally:
+    """Entries and seconds summed over slices."""
+
+    entries: int = 0
+    seconds: float = 0.0
+    groups: int = 0
+    group_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds if self.seconds else 0.0
+
+
+def framed_entry(size: int) -> bytes:
+    """The bytes the WAL writes for one single-entry group: batch header, record header, payload."""
+    data, _ = encode_entries([LogEntry(1, 1, 0, os.urandom(size))])
+    return batch_header(data) + data
+
+
+class RawFile:
+    """A preallocated scratch file, so the raw loop pays no file-size metadata per sync."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, "raw")
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.posix_fallocate(self.fd, 0, RAW_FILE_BYTES)
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.unlink(self.path)
+
+
+def raw_slice(directory: str, chunk: bytes, entries_per_write: int, seconds: float, tally: Tally) -> None:
+    raw = RawFile(directory)
+    try:
+        written = 0
+        start = time.perf_counter()
+        stop = start + seconds
+        while time.perf_counter() < stop:
+            if written + len(chunk) > RAW_FILE_BYTES:
+                os.lseek(raw.fd, 0, os.SEEK_SET)
+                written = 0
+            os.write(raw.fd, chunk)
+            os.fdatasync(raw.fd)
+            written += len(chunk)
+            tally.entries += entries_per_write
+        tally.seconds += time.perf_counter() - start
+    finally:
+        raw.close()
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How the WAL is driven: ``writers`` threads, each appending ``per_append`` entries per call."""
+
+    label: str
+    writers: int
+    use_future: bool
+    per_append: int = 1
+
+
+class WalRun:
+    """One log kept open across slices; writers reserve indexes under a shared lock, as Raft does."""
+
+    def __init__(self, directory: str, entry_size: int, mode: Mode) -> None:
+        self.log = Log.open(os.path.join(directory, "wal"), "bench")
+        self.mode = mode
+        self.payload = os.urandom(entry_size)
+        self.lock = threading.Lock()
+        self.next_index = 1
+
+    def slice(self, seconds: float, tally: Tally) -> None:
+        groups_before, requests_before = self.log.group_stats
+        counts: list[int] = []
+        stop = time.perf_counter() + seconds
+        threads = [threading.Thread(target=self._writer, args=(stop, counts)) for _ in range(self.mode.writers)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        tally.seconds += time.perf_counter() - start
+        tally.entries += sum(counts)
+        groups, requests = self.log.group_stats
+        tally.groups += groups - groups_before
+        per_group = (requests - requests_before) * self.mode.per_append / max(groups - groups_before, 1)
+        tally.group_sizes.append(round(per_group))
+
+    def _entries(self, first: int) -> list[LogEntry]:
+        return [LogEntry(1, i, 0, self.payload) for i in range(first, first + self.mode.per_append)]
+
+    def _writer(self, stop: float, counts: list[int]) -> None:
+        done = 0
+        log = self.log
+        count = self.mode.per_append
+        while time.perf_counter() < stop:
+            if self.mode.use_future:
+                with self.lock:  # indexes are assigned in reservation order, as a Raft leader does
+                    first = self.next_index
+                    self.next_index = first + count
+                    future = log.append(self._entries(first))
+                future.result()
+            else:  # a single writer: no lock needed around the index
+                log.append_sync(self._entries(self.next_index))
+                self.next_index += count
+            done += count
+        counts.append(done)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+@dataclass
+class Cell:
+    mode: Mode
+    entry_size: int
+    wal: Tally
+    raw_single: Tally
+    raw_group: Tally
+
+    @property
+    def average_group(self) -> float:
+        return self.wal.entries / self.wal.groups if self.wal.groups else 0.0
+
+
+def measure(directory: str, mode: Mode, entry_size: int, seconds: float, slices: int) -> Cell:
+    cell = Cell(mode, entry_size, Tally(), Tally(), Tally())
+    chunk = framed_entry(entry_size)
+    run = WalRun(directory, entry_size, mode)
+    try:
+        for _ in range(slices):
+            run.slice(seconds / slices, cell.wal)
+            group = max(cell.wal.group_sizes[-1], 1)
+            raw_slice(directory, chunk * group, group, seconds / slices, cell.raw_group)
+            raw_slice(directory, chunk, 1, seconds / slices, cell.raw_single)
+    finally:
+        run.close()
+    return cell
+
+
+def filesystem_of(path: str) -> str:
+    best = ("", "?", "?")
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            device, mount, kind = line.split()[:3]
+            if path.startswith(mount) and len(mount) >= len(best[1]):
+                best = (device, mount, kind)
+    return f"{best[2]} on {best[0]} (mounted at {best[1]})"
+
+
+def print_table(cells: list[Cell]) -> None:
+    header = (
+        f"{'writers':>7} {'entry':>6} {'WAL e/s':>9} {'WAL MB/s':>9} {'avg grp':>7} "
+        f"{'raw1 e/s':>9} {'rawG e/s':>9} {'WAL/rawG':>8} {'WAL/raw1':>8}  target"
+    )
+    print(header)
+    print("-" * len(header))
+    for c in cells:
+        vs_group = c.wal.rate / c.raw_group.rate if c.raw_group.rate else 0.0
+        vs_single = c.wal.rate / c.raw_single.rate if c.raw_single.rate else 0.0
+        target = ""
+        if c.mode.writers == 64:
+            target = f"WAL/rawG >= 0.8: {'met' if vs_group >= 0.8 else 'NOT met'}"
+        elif c.mode.writers == 1 and c.mode.per_append == 1:
+            target = f"WAL/raw1 >= 0.8: {'met' if vs_single >= 0.8 else 'NOT met'}"
+        print(
+            f"{c.mode.label:>7} {c.entry_size:>6} {c.wal.rate:>9.0f} {c.wal.rate * c.entry_size / 1e6:>9.2f} "
+            f"{c.average_group:>7.1f} {c.raw_single.rate:>9.0f} {c.raw_group.rate:>9.0f} "
+            f"{vs_group:>8.2f} {vs_single:>8.2f}  {target}"
+        )
+
+
+def run_cells(scratch: str, seconds: float, slices: int) -> list[Cell]:
+    cells: list[Cell] = []
+    for entry_size in (256, 4096):
+        for mode in (Mode("1s", 1, False), Mode("1", 1, True), Mode("8", 8, True), Mode("64", 64, True)):
+            cells.append(measure(scratch, mode, entry_size, seconds, slices))
+            shutil.rmtree(os.path.join(scratch, "wal"))
+        # One writer appending as many entries per call as the 64 writers' groups held: the WAL's
+        # own cost per group, without 64 threads' wake-ups per entry.
+        group = max(round(cells[-1].average_group), 1)
+        cells.append(measure(scratch, Mode(f"1x{group}", 1, False, group), entry_size, seconds, slices))
+        shutil.rmtree(os.path.join(scratch, "wal"))
+    return cells
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.5, help="time per measurement per cell")
+    parser.add_argument("--slices", type=int, default=5, help="interleaved slices per measurement")
+    parser.add_argument("--dir", default=str(REPO / ".bench-tmp"), help="scratch directory (same filesystem)")
+    args = parser.parse_args()
+    base = Path(args.dir)
+    created = not base.exists()
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="wal-bench-", dir=base)
+    print(f"WAL group commit vs raw os.write + os.fdatasync; fsync on; {args.seconds} s per measurement")
+    print(f"scratch: {scratch} ({filesystem_of(os.path.realpath(scratch))}); {os.cpu_count()} CPUs")
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    try:
+        cells = run_cells(scratch, args.seconds, args.slices)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if created:
+            try:
+                base.rmdir()
+            except OSError:
+                pass
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+    print()
+    print_table(cells)
+    print()
+    print("e/s = entries per second acknowledged durable; MB/s counts entry payload bytes;")
+    print("raw1 = one writer, one entry per fdatasync; rawG = one writer, 'avg grp' entries per fdatasync.")
+    print("writers 1s = one writer calling append_sync (commits on its own thread when the log is idle);")
+    print("1xG = one writer calling append_sync with G entries per call; the other rows wait on append()'s")
+    print("future, the path asyncio callers take.")
+
+
+if __name__ == "__main__":
+    main()
