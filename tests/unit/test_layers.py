@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "nyala.wal": 1,
     "nyala.storage": 1,
     "nyala.rpc": 1,
+    "nyala.services": 1,
     "nyala.consensus.runtime": 2,
     "nyala.consensus": 2,
     "nyala.tserver": 2,

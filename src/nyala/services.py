@@ -1,0 +1,87 @@
+"""Every RPC method Nyala serves: its service, name and message types, in one place.
+
+Servers register handlers for these descriptors and clients call them, so both ends always
+agree on names and types.  Service names follow Kudu's where one exists.  This module holds
+only the contract; the implementations live in ``nyala.master``, ``nyala.tserver`` and
+``nyala.consensus.runtime``.
+"""
+
+from __future__ import annotations
+
+from nyala.proto import consensus_rpc_pb2 as cpb
+from nyala.proto import master_pb2 as mpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc.method import PING, RpcMethod
+
+__all__ = [
+    "ALTER_SCHEMA",
+    "ALTER_TABLE",
+    "CONNECT_TO_MASTER",
+    "CREATE_TABLE",
+    "CREATE_TABLET",
+    "DELETE_TABLE",
+    "DELETE_TABLET",
+    "DELIVER",
+    "GET_CONSENSUS_STATE",
+    "GET_TABLET_LOCATIONS",
+    "GET_TABLET_SERVER_STATUS",
+    "GET_TABLE_LOCATIONS",
+    "GET_TABLE_SCHEMA",
+    "IS_CREATE_TABLE_DONE",
+    "LEADER_STEP_DOWN",
+    "LIST_MASTERS",
+    "LIST_TABLES",
+    "LIST_TABLETS",
+    "LIST_TABLET_SERVERS",
+    "PING",
+    "SCAN",
+    "TS_HEARTBEAT",
+    "WRITE",
+]
+
+_MASTER = "MasterService"
+_TSERVER = "TabletServerService"
+_TSERVER_ADMIN = "TabletServerAdminService"
+_CONSENSUS = "ConsensusService"
+
+# MasterService
+CONNECT_TO_MASTER = RpcMethod(_MASTER, "ConnectToMaster", mpb.ConnectToMasterRequestPB, mpb.ConnectToMasterResponsePB)
+LIST_MASTERS = RpcMethod(_MASTER, "ListMasters", mpb.ListMastersRequestPB, mpb.ListMastersResponsePB)
+LIST_TABLET_SERVERS = RpcMethod(
+    _MASTER, "ListTabletServers", mpb.ListTabletServersRequestPB, mpb.ListTabletServersResponsePB
+)
+TS_HEARTBEAT = RpcMethod(_MASTER, "TSHeartbeat", mpb.TSHeartbeatRequestPB, mpb.TSHeartbeatResponsePB)
+CREATE_TABLE = RpcMethod(_MASTER, "CreateTable", mpb.CreateTableRequestPB, mpb.CreateTableResponsePB)
+IS_CREATE_TABLE_DONE = RpcMethod(
+    _MASTER, "IsCreateTableDone", mpb.IsCreateTableDoneRequestPB, mpb.IsCreateTableDoneResponsePB
+)
+DELETE_TABLE = RpcMethod(_MASTER, "DeleteTable", mpb.DeleteTableRequestPB, mpb.DeleteTableResponsePB)
+ALTER_TABLE = RpcMethod(_MASTER, "AlterTable", mpb.AlterTableRequestPB, mpb.AlterTableResponsePB)
+LIST_TABLES = RpcMethod(_MASTER, "ListTables", mpb.ListTablesRequestPB, mpb.ListTablesResponsePB)
+GET_TABLE_SCHEMA = RpcMethod(_MASTER, "GetTableSchema", mpb.GetTableSchemaRequestPB, mpb.GetTableSchemaResponsePB)
+GET_TABLE_LOCATIONS = RpcMethod(
+    _MASTER, "GetTableLocations", mpb.GetTableLocationsRequestPB, mpb.GetTableLocationsResponsePB
+)
+GET_TABLET_LOCATIONS = RpcMethod(
+    _MASTER, "GetTabletLocations", mpb.GetTabletLocationsRequestPB, mpb.GetTabletLocationsResponsePB
+)
+
+# TabletServerService
+WRITE = RpcMethod(_TSERVER, "Write", tpb.WriteRequestPB, tpb.WriteResponsePB)
+SCAN = RpcMethod(_TSERVER, "Scan", tpb.ScanRequestPB, tpb.ScanResponsePB)
+LIST_TABLETS = RpcMethod(_TSERVER, "ListTablets", tpb.ListTabletsRequestPB, tpb.ListTabletsResponsePB)
+GET_TABLET_SERVER_STATUS = RpcMethod(
+    _TSERVER, "GetStatus", tpb.GetTabletServerStatusRequestPB, tpb.GetTabletServerStatusResponsePB
+)
+
+# TabletServerAdminService
+CREATE_TABLET = RpcMethod(_TSERVER_ADMIN, "CreateTablet", tpb.CreateTabletRequestPB, tpb.CreateTabletResponsePB)
+DELETE_TABLET = RpcMethod(_TSERVER_ADMIN, "DeleteTablet", tpb.DeleteTabletRequestPB, tpb.DeleteTabletResponsePB)
+ALTER_SCHEMA = RpcMethod(_TSERVER_ADMIN, "AlterSchema", tpb.AlterSchemaRequestPB, tpb.AlterSchemaResponsePB)
+
+# ConsensusService
+DELIVER = RpcMethod(_CONSENSUS, "Deliver", cpb.DeliverRequestPB, cpb.DeliverResponsePB)
+GET_CONSENSUS_STATE = RpcMethod(
+    _CONSENSUS, "GetConsensusState", cpb.GetConsensusStateRequestPB, cpb.GetConsensusStateResponsePB
+)
+LEADER_STEP_DOWN = RpcMethod(_CONSENSUS, "LeaderStepDown", cpb.LeaderStepDownRequestPB, cpb.LeaderStepDownResponsePB)
