@@ -67,7 +67,8 @@ def _print_segment(report: SegmentReport) -> None:
 
 def _print_summary(reports: list[SegmentReport]) -> None:
     entries = sum(r.num_entries for r in reports)
-    click.echo(f"{len(reports)} segments, {entries} entries written; every checksum verified")
+    segments = f"{len(reports)} segment" + ("" if len(reports) == 1 else "s")
+    click.echo(f"{segments}, {entries} entries written; every checksum verified")
 
 
 def _as_json(directory: str, reports: list[SegmentReport], error: str | None) -> dict[str, Any]:
