@@ -35,13 +35,13 @@ REBASE_HALF_LIVES = 32
 class DecayClock:
     """The injected clock, quantized, and the weight of a pending replica placed now."""
 
-    __slots__ = ("_epoch_ms", "_half_life_ms", "_last_now_s", "_quantum_ms", "quantum", "weight")
+    __slots__ = ("_epoch_ms", "_half_life_ms", "_quantum_ms", "last_now_s", "quantum", "weight")
 
     def __init__(self, options: PlacementOptions) -> None:
         self._half_life_ms = options.tserver_last_replica_creations_halflife_ms
         self._quantum_ms = options.placement_decay_quantum_ms
         self._epoch_ms: int | None = None
-        self._last_now_s = -math.inf
+        self.last_now_s = -math.inf
         self.quantum = 0
         self.weight = 1 << SCALE_BITS
 
@@ -49,9 +49,9 @@ class DecayClock:
         """Move to ``now_s``; return how many bits stored sums must be shifted right (0 usually)."""
         if not isinstance(now_s, int | float) or not math.isfinite(now_s):
             raise InvalidArgument(f"now must be a finite number of seconds, got {now_s!r}")
-        if now_s < self._last_now_s:
-            raise InvalidArgument(f"time went backwards: now={now_s} after {self._last_now_s}; pass a monotonic clock")
-        self._last_now_s = now_s
+        if now_s < self.last_now_s:
+            raise InvalidArgument(f"time went backwards: now={now_s} after {self.last_now_s}; pass a monotonic clock")
+        self.last_now_s = now_s
         quantum = math.floor(now_s * 1000 / self._quantum_ms)
         if self._epoch_ms is not None and quantum == self.quantum:
             return 0

@@ -6,11 +6,11 @@ this tablet already assigned to the location), ties broken at random, in three t
 
 1. locations that stay within the policy's limit (:func:`nyala.placement.policy.location_limit`)
    with one more replica come before those that would not;
-2. among those, locations that stay within Kudu's *spread* target come first: fewer than half
-   of the replicas with more than two locations, at most half with two.  For odd ``r`` this is
+2. among those, locations within Kudu's *spread* target come first: fewer than half of the
+   replicas with more than two locations, at most half with two.  For odd ``r`` this is
    the policy itself; for even ``r`` it spreads further (RF 4 over three locations is 2+1+1,
    never 2+2+0, so losing any one location but the fullest keeps a majority);
-3. then the lowest load.
+3. then the lowest load (:mod:`nyala.placement.location_choice` keeps the locations indexed).
 
 This is how placement stays best effort: it never refuses for the policy's sake, it reports.
 The greedy choice meets the policy whenever any layout on the live servers can (each location
@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nyala.common.errors import InvalidArgument, ServiceUnavailable
 from nyala.placement import ranking
+from nyala.placement.location_choice import choose_locations_indexed, choose_locations_scan
 from nyala.placement.policy import PolicyCheck, check_placement, location_limit
 
 if TYPE_CHECKING:
@@ -73,9 +74,8 @@ class PlacementResult:
     ) -> None:
         self.tserver_uuids = tserver_uuids
         self.replication_factor = replication_factor
-        self.policy_met = max(replicas_per_location.values()) <= location_limit(
-            replication_factor, len(servers_per_location)
-        )
+        limit = location_limit(replication_factor, len(servers_per_location))
+        self.policy_met = max(replicas_per_location.values()) <= limit
         self._counts = replicas_per_location
         self._servers = servers_per_location  # a snapshot: the state replaces, never mutates, it
         self._check: PolicyCheck | None = None
@@ -105,7 +105,8 @@ def place_new_tablet(
 ) -> PlacementResult:
     """Choose ``replication_factor`` distinct live servers for a new tablet of ``(table_id, range_key)``."""
     _check_request(table_id, range_key, replication_factor)
-    state.advance_clock(now_s)
+    if now_s != state.clock.last_now_s:
+        state.advance_clock(now_s)
     return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy)
 
 
@@ -147,32 +148,38 @@ def _place(
     strategy: Strategy,
 ) -> PlacementResult:
     locations = state.locations
-    live_per_location = state.live_servers_per_location()
-    free = live_per_location
-    if excluded:
-        free = dict(live_per_location)
-        for sid in excluded:
-            server = _server(state, sid)
-            if server.live:
-                free[server.location] -= 1
-    if sum(free.values()) < count:
+    available = state.live_servers
+    taken: dict[str, int] = {}  # excluded live servers per location
+    for sid in excluded:
+        server = _server(state, sid)
+        if server.live:
+            taken[server.location] = taken.get(server.location, 0) + 1
+            available -= 1
+    if available < count:
         raise ServiceUnavailable(
             f"not enough live tablet servers to place {count} replica(s) of table {table_id!r} "
-            f"range {range_key!r}: {sum(live_per_location.values())} live, {len(excluded)} already hold a replica"
+            f"range {range_key!r}: {state.live_servers} live, {len(excluded)} already hold a replica"
         )
     counts: dict[str, int] = {}
     for sid in staying:
         name = _server(state, sid).location
         counts[name] = counts.get(name, 0) + 1
-    chosen_locations = _choose_locations(
-        state, count, replication_factor, counts, free, strategy.location_load_counts_pending
-    )
+    if len(locations) == 1:
+        chosen_locations = [next(iter(locations))] * count  # nothing to choose, and no limit
+    elif strategy.location_load_counts_pending:
+        chosen_locations = choose_locations_indexed(state, count, replication_factor, counts, taken)
+    else:
+        chosen_locations = choose_locations_scan(state, count, replication_factor, counts, taken, with_pending=False)
     chosen: list[str] = []
     choose_server = strategy.choose_server
     servers = state.servers
+    contexts: dict[str, tuple[Context, Context]] = {}
     for name in chosen_locations:
         loc = locations[name]
-        tctx, rctx = state.contexts(loc, table_id, range_key)
+        pair = contexts.get(name)
+        if pair is None:
+            pair = contexts[name] = state.contexts(loc, table_id, range_key)
+        tctx, rctx = pair
         picked = choose_server(state, loc, tctx, rctx, excluded)
         assert picked is not None, f"location {name} had a free server but none was chosen"
         excluded.add(picked)
@@ -181,59 +188,7 @@ def _place(
         state.record_pending(loc, tctx, rctx, placed)
         chosen.append(placed.uuid)
         counts[name] = counts.get(name, 0) + 1
-    return PlacementResult(tuple(chosen), replication_factor, counts, live_per_location)
-
-
-def _choose_locations(
-    state: ClusterState,
-    count: int,
-    replication_factor: int,
-    counts: dict[str, int],
-    free: dict[str, int],
-    with_pending: bool,
-) -> list[str]:
-    """Pick a location per replica: non-overflow before overflow, then lowest load, ties at random."""
-    locations = state.locations
-    if len(locations) == 1:
-        return [next(iter(locations))] * count  # one location: nothing to choose, and no limit
-    limit = location_limit(replication_factor, len(locations))
-    spread = spread_target(replication_factor, len(locations))
-    weight = state.clock.weight if with_pending else 1
-    # Per candidate location: [name, load numerator, denominator, load, replicas of this tablet, free].
-    candidates: list[list[Any]] = []
-    for name, loc in locations.items():
-        if free[name] > 0:
-            numerator = loc.reported * weight + loc.pending if with_pending else loc.reported
-            denominator = len(loc.live_sids) * weight
-            candidates.append([name, numerator, denominator, numerator / denominator, counts.get(name, 0), free[name]])
-    picked: list[str] = []
-    for _ in range(count):
-        best: tuple[bool, bool, float] | None = None
-        ties: list[list[Any]] = []
-        for candidate in candidates:
-            if candidate[5] <= 0:
-                continue
-            rank = (candidate[4] >= limit, candidate[4] >= spread, candidate[3])
-            if best is None or rank < best:
-                best, ties = rank, [candidate]
-            elif rank == best:
-                ties.append(candidate)
-        chosen = ties[0] if len(ties) == 1 else state.rng.choice(ties)
-        chosen[1] += weight  # the replica now counts toward the location's load (Kudu does the same)
-        chosen[3] = chosen[1] / chosen[2]
-        chosen[4] += 1
-        chosen[5] -= 1
-        picked.append(chosen[0])
-    return picked
-
-
-def spread_target(replication_factor: int, num_locations: int) -> int:
-    """Kudu's preferred most replicas per location: below half with 3+ locations, half with 2."""
-    if num_locations <= 1:
-        return replication_factor
-    if num_locations == 2:
-        return max(1, replication_factor // 2)
-    return max(1, (replication_factor - 1) // 2)
+    return PlacementResult(tuple(chosen), replication_factor, counts, state.live_servers_per_location())
 
 
 def _server(state: ClusterState, sid: int) -> Server:

@@ -152,6 +152,10 @@ class ClusterState:
         self._free_sids: list[int] = []
         self._live_per_location: dict[str, int] = {}
         self._live_per_location_gen = -1
+        self._live_servers = 0
+        self.location_heap: list[tuple[float, int, str]] = []  # see nyala.placement.location_choice
+        self.location_heap_gen = -1
+        self.location_heap_weight = -1
         self.outside_cache: dict[int, Context] = {}  # FIFO of contexts holding an outside index
 
     # ----------------------------------------------------------------- servers
@@ -321,8 +325,20 @@ class ClusterState:
         server.pending += weight
         if server.live:
             loc.pending += weight
-        self._count(tctx, server, 0, weight)
-        self._count(rctx, server, 0, weight)
+        sid = server.sid
+        gen = self.gen
+        for ctx in (tctx, rctx):  # _count, inlined: this is the hot path of every placement
+            stats = ctx.stats
+            tally = stats.get(sid)
+            if tally is not None:
+                tally.pending += weight
+                continue
+            stats[sid] = Tally(0, weight)
+            if server.live:
+                if ctx.count_gen == gen:
+                    ctx.live_members += 1
+                if ctx.heap_gen == gen or ctx.outside_children:
+                    ranking.push_member(self, ctx, sid)
 
     def _bump(self, loc: Location, table_id: str, range_key: bytes, server: Server, reported: int) -> None:
         tctx, rctx = self.contexts(loc, table_id, range_key)
@@ -388,8 +404,15 @@ class ClusterState:
         """Every location with a registered server and its number of live servers (do not mutate)."""
         if self._live_per_location_gen != self.gen:
             self._live_per_location = {name: len(loc.live_sids) for name, loc in self.locations.items()}
+            self._live_servers = sum(self._live_per_location.values())
             self._live_per_location_gen = self.gen
         return self._live_per_location
+
+    @property
+    def live_servers(self) -> int:
+        """How many tablet servers are live."""
+        self.live_servers_per_location()
+        return self._live_servers
 
     def replica_counts(self, uuid: str, table_id: str, range_key: bytes) -> tuple[float, float, float]:
         """The ranking triple of a server for a range: (range, table, total) replicas incl. decayed pending."""
