@@ -654,7 +654,8 @@ class DuckDBScanner:
         self._cursor = cursor
         self._reader = reader
         self._schema = schema
-        self._cast = not reader.schema.equals(schema)
+        # DuckDB marks every field nullable; only a type difference (timestamps) needs a cast.
+        self._cast = reader.schema.types != schema.types
         self._open = True
 
     @property
@@ -676,7 +677,9 @@ class DuckDBScanner:
             batch = self._reader.read_next_batch()
         except StopIteration:
             return None
-        return batch.cast(self._schema) if self._cast else batch
+        if self._cast:
+            return batch.cast(self._schema)
+        return pa.RecordBatch.from_arrays(batch.columns, schema=self._schema)  # relabel, no copy
 
     def read_all(self) -> pa.Table:
         return pa.Table.from_batches(list(self), schema=self._schema)

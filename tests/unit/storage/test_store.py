@@ -14,7 +14,7 @@ import pytest
 
 from nyala.common.errors import AlreadyPresent, Corruption, IllegalState, InvalidArgument, NotFound
 from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
-from nyala.storage import ApplyEntry, DuckDBTabletStore, ScanSpec, StorageOptions, TabletStoreManager
+from nyala.storage import ApplyEntry, ScanSpec, StorageOptions, TabletStore, TabletStoreManager
 
 UTC = datetime.UTC
 OPTIONS = StorageOptions(storage_threads=2, storage_memory_limit_bytes=512 << 20)
@@ -34,14 +34,14 @@ def manager(tmp_path: Path) -> Iterator[TabletStoreManager]:
         yield m
 
 
-def insert(store: DuckDBTabletStore, index: int, ids: range, schema: Schema = SCHEMA) -> None:
+def insert(store: TabletStore, index: int, ids: range, schema: Schema = SCHEMA) -> None:
     rows = [{"id": i, "v": float(i), "s": f"s{i}"} for i in ids]
     results = store.apply([ApplyEntry(index, make_row_operations(schema, OpType.INSERT, rows))])
     assert results[0].row_errors == []
     assert results[0].error is None
 
 
-def scan_rows(store: DuckDBTabletStore, **kw: Any) -> list[dict[str, Any]]:
+def scan_rows(store: TabletStore, **kw: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = store.scan(ScanSpec(ordered=True, **kw)).read_all().to_pylist()
     return rows
 
@@ -110,7 +110,7 @@ def test_schema_changes_add_drop_rename(manager: TabletStoreManager) -> None:
 
 
 def test_indices_must_increase(manager: TabletStoreManager) -> None:
-    store = manager.create_tablet("idx", SCHEMA)
+    store: TabletStore = manager.create_tablet("idx", SCHEMA)  # mypy checks the interface is met
     insert(store, 5, range(2))
     with pytest.raises(IllegalState, match="not after the applied index 5"):
         insert(store, 5, range(10, 12))
