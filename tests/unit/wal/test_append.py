@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument
+from nyala.common.errors import IllegalState, InvalidArgument, IOFailure
 from nyala.wal import Log, LogEntry, WalOptions
 
 from .helpers import SMALL, check_entries, fill, make_entries, stalled_appender
@@ -215,3 +216,22 @@ def test_blocking_and_future_appends_from_many_threads(small_log: Log) -> None:
     last = small_log.next_index - 1
     small_log.truncate_after_sync(last)
     check_entries(list(small_log.entries(1)), 1, last)
+
+
+def test_a_failed_write_fails_the_log_until_reopened(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = Log.open(log_dir, "tablet-1", SMALL)
+    fill(log, 1, 5)
+
+    def broken_write(header: bytes, payload: bytes) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(log._active, "write", broken_write)
+    failed = log.append(make_entries(6, 1))
+    with pytest.raises(IOFailure, match="write or sync failed: Input/output error"):
+        failed.result(timeout=10)
+    with pytest.raises(IOFailure, match="failed earlier and must be reopened"):
+        log.append(make_entries(7, 1))
+    log.close()
+    with Log.open(log_dir, "tablet-1", SMALL) as reopened:
+        check_entries(list(reopened.entries(1)), 1, 5)
+        assert reopened.append_sync(make_entries(6, 1)) == 6
