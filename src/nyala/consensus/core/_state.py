@@ -84,6 +84,7 @@ class CoreState:
     _active_config_dirty: bool
     _committed_config_dirty: bool
     _last_soft: SoftState | None
+    _last_soft_key: tuple[object, ...]
     _ready_outstanding: bool
 
     @property

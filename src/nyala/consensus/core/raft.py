@@ -137,6 +137,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._active_config_dirty = True
         self._committed_config_dirty = False
         self._last_soft: SoftState | None = None
+        self._last_soft_key: tuple[object, ...] = ()
         self._ready_outstanding = False
         self._reset_election_timer()
 
@@ -315,7 +316,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
             or self._read_states
             or self._dropped_reads
             or self._copy_targets
-            or self._soft_state() != self._last_soft
+            or self._soft_key() != self._last_soft_key
         )
 
     def ready(self) -> Ready:
@@ -330,7 +331,8 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         committed = self._log.entries_from(
             self._handed_out + 1, self._options.consensus_max_batch_size_bytes, upto=self._commit
         )
-        soft = self._soft_state()
+        soft_key = self._soft_key()
+        soft = self._soft_state() if soft_key != self._last_soft_key else None
         rd = Ready(
             hard_state=hard if hard != last else None,
             entries=entries,
@@ -345,7 +347,9 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
             must_sync=bool(entries) or (hard.term, hard.vote) != (last.term, last.vote),
         )
         self._last_hard = hard
-        self._last_soft = soft
+        self._last_soft_key = soft_key
+        if soft is not None:
+            self._last_soft = soft
         self._unstable_from = self._log.last_index + 1
         if committed:
             self._handed_out = committed[-1].index
@@ -368,6 +372,10 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
     def _soft_state(self) -> SoftState:
         return SoftState(self.role, self._leader_id, self._term, self.leader_state)
+
+    def _soft_key(self) -> tuple[object, ...]:
+        """Everything the soft state derives from, cheap to compare (configs by identity first)."""
+        return (self._phase, self._leader_id, self._term, self._leader_state, self.active_config)
 
     # ------------------------------------------------------------------ role changes
 

@@ -1,0 +1,91 @@
+"""Leader election under the simulator (MIT 6.5840 3A, plus pre-vote)."""
+
+from __future__ import annotations
+
+import random
+
+from nyala.consensus.core import RaftOptions
+from nyala.testing.sim import Cluster
+
+
+def terms(cluster: Cluster) -> set[int]:
+    return {n.core.term for n in cluster.nodes.values() if n.core is not None}
+
+
+def test_initial_election_within_5s_and_nothing_changes_without_faults() -> None:
+    cluster = Cluster(3, seed=11)
+    leader = cluster.check_one_leader(timeout_ms=5_000)
+    assert cluster.now_ms <= 5_000
+    first_terms = terms(cluster)
+    assert len(first_terms) == 1
+    assert min(first_terms) >= 1
+    cluster.run_for(2_000)
+    assert terms(cluster) == first_terms, "no election without a failure"
+    assert cluster.leader() is leader
+
+
+def test_re_election_after_the_leader_is_cut_off_and_none_without_a_quorum() -> None:
+    cluster = Cluster(3, seed=12)
+    leader1 = cluster.check_one_leader()
+    cluster.disconnect(leader1.peer_id)
+    leader2 = cluster.check_one_leader()
+    assert leader2 is not leader1
+    cluster.reconnect(leader1.peer_id)  # the old leader rejoins quietly
+    cluster.run_for(2_000)
+    assert cluster.check_one_leader() is leader2
+    others = [p for p in cluster.nodes if p != leader2.peer_id]
+    cluster.disconnect(leader2.peer_id)
+    cluster.disconnect(others[0])
+    cluster.run_for(5_000)  # long enough for check-quorum to depose an isolated leader
+    assert cluster.leaders() == [], "no leader without a quorum"
+    cluster.reconnect(others[0])
+    assert cluster.check_one_leader() is not None
+    cluster.reconnect(leader2.peer_id)
+    cluster.run_for(1_000)
+    assert len({n.core.leader_id for n in cluster.nodes.values() if n.core is not None}) == 1
+
+
+def test_many_elections_among_seven_with_three_cut_off_each_round() -> None:
+    cluster = Cluster(7, seed=13)
+    rng = random.Random(13)
+    cluster.check_one_leader()
+    for _ in range(10):
+        cut = rng.sample(sorted(cluster.nodes), 3)
+        for peer_id in cut:
+            cluster.disconnect(peer_id)
+        leader = cluster.check_one_leader()
+        assert leader.peer_id not in cut or cluster.running_leader() is leader
+        for peer_id in cut:
+            cluster.reconnect(peer_id)
+    cluster.check_one_leader()
+
+
+def test_pre_vote_keeps_a_partitioned_server_from_disrupting_the_leader() -> None:
+    cluster = Cluster(3, seed=14)
+    leader = cluster.check_one_leader()
+    term = leader.core.term if leader.core else -1
+    follower = next(n for n in cluster.nodes.values() if n is not leader)
+    cluster.disconnect(follower.peer_id)
+    cluster.run_for(10_000)  # many election timeouts alone
+    assert follower.core is not None
+    assert follower.core.term == term, "pre-elections that cannot win raise no term"
+    cluster.reconnect(follower.peer_id)
+    cluster.run_for(3_000)
+    assert cluster.leader() is leader
+    assert leader.core is not None
+    assert leader.core.term == term, "the returning server did not disrupt the leader"
+
+
+def test_without_pre_vote_the_returning_server_does_disrupt_the_leader() -> None:
+    # The contrast that shows the pre-vote test above can fail.
+    cluster = Cluster(3, seed=14, options=RaftOptions(raft_enable_pre_election=False))
+    leader = cluster.check_one_leader()
+    term = leader.core.term if leader.core else -1
+    follower = next(n for n in cluster.nodes.values() if n is not leader)
+    cluster.disconnect(follower.peer_id)
+    cluster.run_for(10_000)
+    assert follower.core is not None
+    assert follower.core.term > term + 2
+    cluster.reconnect(follower.peer_id)
+    cluster.run_for(3_000)
+    assert min(terms(cluster)) > term, "the stale leader was deposed by the higher term"
