@@ -1,0 +1,380 @@
+"""Planning replica moves: drain, fix the policy, balance across locations, then within each.
+
+This is the pure core that a rebalancer (the CLI tool or the master's background task) drives:
+a :class:`ClusterInfo` snapshot goes in, an ordered list of :class:`Move` comes out, each
+planned against the layout left by the moves before it.  The phases follow Kudu's rebalancer
+and seed 000:
+
+0. **Drain**: every replica on a server being decommissioned moves to the best server that
+   keeps the tablet within the policy.
+1. **Fix the policy**: a tablet whose location holds more than the policy's limit moves
+   replicas out of it, one at a time, from the most loaded server there (preferring a follower)
+   to the least loaded location that stays within the limit.  A violation no layout can fix
+   (:attr:`nyala.placement.policy.Verdict.UNSATISFIABLE`) is reported, not chased.
+2. **Across locations**: per balancing key (a table, or a (table, range) in range mode) the
+   load of a location is replicas / servers; while the most and the least loaded differ by
+   more than ``load_imbalance_threshold`` (Kudu's 1.0), move a replica from the first to the
+   second, if that keeps its tablet within the policy and narrows the gap.  When no such move
+   exists between a pair, the next pair is tried.
+3. **Within each location**, as if it were a cluster of its own (Kudu's two-dimensional
+   greedy): first each key's skew (max - min replicas per server) down to 1, moving from the
+   server holding most of the key to the one holding least (ties: by total load); then the
+   location's total skew down to 1, moving a replica of a key the source holds more of than the
+   destination, so no key's balance gets worse.  A state where no such move exists is accepted,
+   as Kudu does.
+
+Every move is checked against the policy: a move never makes a tablet's layout violate it.
+Planning again on the planned layout yields no moves.  Ties are broken by ``rng``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from nyala.common.config import setting
+from nyala.common.errors import InvalidArgument
+from nyala.placement.location import validate_location
+from nyala.placement.policy import location_limit, policy_satisfiable
+
+if TYPE_CHECKING:
+    from random import Random
+
+__all__ = ["ClusterInfo", "Move", "Plan", "RebalanceOptions", "TabletInfo", "plan_moves"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TabletInfo:
+    """One tablet: its balancing identity and the tablet servers holding its replicas."""
+
+    tablet_id: str
+    table_id: str
+    range_key: bytes
+    replication_factor: int
+    replicas: tuple[str, ...]
+    leader: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """The live tablet servers (uuid -> location), the tablets, and the servers to drain."""
+
+    tservers: Mapping[str, str]
+    tablets: Sequence[TabletInfo]
+    draining: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Move:
+    tablet_id: str
+    from_uuid: str
+    to_uuid: str
+    phase: str  # "drain", "policy", "cross-location", "key", "total"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RebalanceOptions:
+    """Knobs of the move planner (Kudu's names where it has them)."""
+
+    load_imbalance_threshold: float = setting(
+        1.0,
+        "Smallest difference of per-server load between two locations, for one table (or range), "
+        "that cross-location balancing acts on; it keeps small locations from churning.",
+        "advanced",
+    )
+    enable_range_rebalancing: bool = setting(
+        True, "Balance each (table, range start key) on its own instead of each table.", "stable"
+    )
+    max_moves: int = setting(0, "Stop planning after this many moves; 0 plans until balanced.", "stable")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    moves: list[Move]
+    unfixable: list[str]  # tablets violating the policy that no layout on these servers can fix
+
+
+class _StopPlanning(Exception):
+    """Raised inside the model when ``max_moves`` moves have been planned."""
+
+
+def plan_moves(cluster: ClusterInfo, rng: Random, options: RebalanceOptions | None = None) -> Plan:
+    """Plan the moves that drain, fix the policy and balance ``cluster``."""
+    options = options or RebalanceOptions()
+    model = _Model(cluster, rng, options)
+    unfixable: list[str] = []
+    try:
+        model.drain()
+        unfixable = model.fix_policy()
+        model.balance_across_locations()
+        for location in sorted(model.servers_of):
+            model.balance_keys_within(location)
+            model.balance_totals_within(location)
+    except _StopPlanning:
+        pass
+    return Plan(model.moves, unfixable)
+
+
+class _Model:
+    """The layout as the moves planned so far leave it, with the counts the phases rank by."""
+
+    def __init__(self, cluster: ClusterInfo, rng: Random, options: RebalanceOptions) -> None:
+        self.rng = rng
+        self.options = options
+        self.location_of = dict(cluster.tservers)
+        self.draining = set(cluster.draining)
+        self.servers_of: dict[str, list[str]] = defaultdict(list)
+        for uuid, location in sorted(self.location_of.items()):
+            validate_location(location)
+            self.servers_of[location].append(uuid)
+        unknown = self.draining - set(self.location_of)
+        if unknown:
+            raise InvalidArgument(f"draining unknown tablet servers {sorted(unknown)}")
+        self.tablets = {t.tablet_id: t for t in cluster.tablets}
+        self.members: dict[str, set[str]] = {}
+        self.key_of: dict[str, tuple[str, bytes]] = {}
+        self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
+        self.by_key: dict[tuple[str, bytes], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for tablet in cluster.tablets:
+            self._add_tablet(tablet)
+        self.moves: list[Move] = []
+
+    def _add_tablet(self, tablet: TabletInfo) -> None:
+        if tablet.tablet_id in self.members:
+            raise InvalidArgument(f"tablet {tablet.tablet_id} is listed twice")
+        if len(set(tablet.replicas)) != len(tablet.replicas):
+            raise InvalidArgument(f"tablet {tablet.tablet_id} lists a tablet server twice")
+        unknown = sorted(set(tablet.replicas) - set(self.location_of))
+        if unknown:
+            raise InvalidArgument(f"tablet {tablet.tablet_id} has replicas on unknown tablet servers {unknown}")
+        key = (tablet.table_id, tablet.range_key if self.options.enable_range_rebalancing else b"")
+        self.key_of[tablet.tablet_id] = key
+        self.members[tablet.tablet_id] = set(tablet.replicas)
+        for uuid in tablet.replicas:
+            self.total[uuid] += 1
+            self.by_key[key][uuid].add(tablet.tablet_id)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def move(self, tablet_id: str, source: str, target: str, phase: str) -> None:
+        members = self.members[tablet_id]
+        assert source in members, (tablet_id, source)
+        assert target not in members, (tablet_id, target)
+        assert not self._breaks_policy(tablet_id, source, target), (tablet_id, source, target)
+        key = self.key_of[tablet_id]
+        members.remove(source)
+        members.add(target)
+        self.total[source] -= 1
+        self.total[target] += 1
+        self.by_key[key][source].discard(tablet_id)
+        self.by_key[key][target].add(tablet_id)
+        self.moves.append(Move(tablet_id, source, target, phase))
+        if self.options.max_moves and len(self.moves) >= self.options.max_moves:
+            raise _StopPlanning
+
+    def counts_per_location(self, tablet_id: str) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for uuid in self.members[tablet_id]:
+            counts[self.location_of[uuid]] += 1
+        return counts
+
+    def limit(self, tablet_id: str) -> int:
+        return location_limit(self.tablets[tablet_id].replication_factor, len(self.servers_of))
+
+    def _breaks_policy(self, tablet_id: str, source: str, target: str) -> bool:
+        """Whether the move makes the tablet's layout worse under the policy.
+
+        A move may always stay within a location or land within the limit; beyond the limit
+        (best effort, for tablets whose violation nothing can fix) it may not raise the
+        tablet's highest count per location.
+        """
+        to_location = self.location_of[target]
+        if to_location == self.location_of[source]:
+            return False
+        counts = self.counts_per_location(tablet_id)
+        after = counts.get(to_location, 0) + 1
+        return after > self.limit(tablet_id) and after > max(counts.values())
+
+    def key_count(self, key: tuple[str, bytes], uuid: str) -> int:
+        return len(self.by_key[key].get(uuid, ()))
+
+    def best_target(self, tablet_id: str, location: str) -> str | None:
+        """The server of ``location`` with the fewest replicas of the tablet's key, then in total."""
+        key = self.key_of[tablet_id]
+        members = self.members[tablet_id]
+        candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
+        if not candidates:
+            return None
+        return self._lowest(candidates, lambda u: (self.key_count(key, u), self.total[u]))
+
+    def _lowest(self, uuids: Sequence[str], rank: Callable[[str], Any]) -> str:
+        ranked = [(rank(u), u) for u in uuids]
+        best = min(r for r, _ in ranked)
+        ties = [u for r, u in ranked if r == best]
+        return ties[0] if len(ties) == 1 else self.rng.choice(ties)
+
+    def location_load(self, location: str) -> float:
+        return sum(self.total[u] for u in self.servers_of[location]) / len(self.servers_of[location])
+
+    def best_location(self, tablet_id: str, exclude: str | None = None, *, best_effort: bool = False) -> str | None:
+        """The least loaded location that can take one more replica of the tablet within the policy.
+
+        With ``best_effort`` a location beyond the limit is acceptable if it does not raise the
+        tablet's highest count per location (draining must not strand a replica).
+        """
+        counts = self.counts_per_location(tablet_id)
+        allowed = self.limit(tablet_id)
+        if best_effort:
+            allowed = max(allowed, max(counts.values(), default=0))
+        members = self.members[tablet_id]
+        options = [
+            loc
+            for loc, servers in self.servers_of.items()
+            if loc != exclude
+            and counts.get(loc, 0) + 1 <= allowed
+            and any(u not in members and u not in self.draining for u in servers)
+        ]
+        if not options:
+            return None
+        return self._lowest(options, self.location_load)
+
+    # ------------------------------------------------------------------ phases
+
+    def drain(self) -> None:
+        for uuid in sorted(self.draining):
+            for key in sorted(self.by_key):
+                for tablet_id in sorted(self.by_key[key].get(uuid, ())):
+                    here = self.location_of[uuid]
+                    target = self.best_target(tablet_id, here)  # staying put keeps the policy as it is
+                    if target is None:
+                        location = self.best_location(tablet_id, exclude=here, best_effort=True)
+                        target = self.best_target(tablet_id, location) if location else None
+                    if target is not None:
+                        self.move(tablet_id, uuid, target, "drain")
+
+    def fix_policy(self) -> list[str]:
+        unfixable = []
+        servers = {loc: len(uuids) for loc, uuids in self.servers_of.items()}
+        for tablet_id in sorted(self.members):
+            limit = self.limit(tablet_id)
+            while True:
+                counts = self.counts_per_location(tablet_id)
+                over = [loc for loc, n in counts.items() if n > limit]
+                if not over:
+                    break
+                if not policy_satisfiable(self.tablets[tablet_id].replication_factor, servers):
+                    unfixable.append(tablet_id)
+                    break
+                destination = self.best_location(tablet_id)
+                target = self.best_target(tablet_id, destination) if destination else None
+                if target is None:
+                    unfixable.append(tablet_id)
+                    break
+                self.move(tablet_id, self._source_in(tablet_id, max(over, key=counts.__getitem__)), target, "policy")
+        return unfixable
+
+    def _source_in(self, tablet_id: str, location: str) -> str:
+        """The tablet's replica in ``location`` on the most loaded server, a follower if possible."""
+        leader = self.tablets[tablet_id].leader
+        here = [u for u in self.members[tablet_id] if self.location_of[u] == location]
+        return max(here, key=lambda u: (u != leader, u in self.draining, self.total[u], u))
+
+    def balance_across_locations(self) -> None:
+        if len(self.servers_of) < 2:
+            return
+        for key in sorted(self.by_key):
+            while self._one_cross_location_move(key):
+                pass
+
+    def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
+        per_location = {
+            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids) for loc, uuids in self.servers_of.items()
+        }
+        order = sorted(per_location, key=per_location.__getitem__)
+        threshold = self.options.load_imbalance_threshold
+        for source_loc in reversed(order):
+            for target_loc in order:
+                gap = per_location[source_loc] - per_location[target_loc]
+                if gap <= threshold:
+                    break
+                narrowed = abs(
+                    per_location[source_loc]
+                    - 1 / len(self.servers_of[source_loc])
+                    - per_location[target_loc]
+                    - 1 / len(self.servers_of[target_loc])
+                )
+                if narrowed >= gap:
+                    continue
+                if self._move_key_between(key, source_loc, target_loc):
+                    return True
+        return False
+
+    def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:
+        sources = sorted(self.servers_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
+        for source in sources:
+            for tablet_id in sorted(self.by_key[key].get(source, ())):
+                counts = self.counts_per_location(tablet_id)
+                if counts.get(target_loc, 0) + 1 > self.limit(tablet_id):
+                    continue
+                target = self.best_target(tablet_id, target_loc)
+                if target is not None:
+                    self.move(tablet_id, source, target, "cross-location")
+                    return True
+        return False
+
+    def balance_keys_within(self, location: str) -> None:
+        servers = [u for u in self.servers_of[location] if u not in self.draining]
+        if len(servers) < 2:
+            return
+        for key in sorted(self.by_key):
+            while True:
+                counts = {u: self.key_count(key, u) for u in servers}
+                if max(counts.values()) - min(counts.values()) <= 1:
+                    break
+                if not self._move_within(key, servers, counts, "key"):
+                    break
+
+    def balance_totals_within(self, location: str) -> None:
+        servers = [u for u in self.servers_of[location] if u not in self.draining]
+        if len(servers) < 2:
+            return
+        while True:
+            source = max(servers, key=lambda u: (self.total[u], u))
+            target = min(servers, key=lambda u: (self.total[u], u))
+            if self.total[source] - self.total[target] <= 1:
+                return
+            if not self._move_total(source, target):
+                return
+
+    def _move_within(self, key: tuple[str, bytes], servers: list[str], counts: dict[str, int], phase: str) -> bool:
+        """Move one replica of ``key`` from a server holding the most of it to one holding the least."""
+        high, low = max(counts.values()), min(counts.values())
+        sources = sorted((u for u in servers if counts[u] == high), key=lambda u: (-self.total[u], u))
+        targets = sorted((u for u in servers if counts[u] <= low + 0), key=lambda u: (self.total[u], u))
+        for source in sources:
+            for target in targets:
+                tablet_id = self._movable(key, source, target)
+                if tablet_id is not None:
+                    self.move(tablet_id, source, target, phase)
+                    return True
+        return False
+
+    def _move_total(self, source: str, target: str) -> bool:
+        """Move a replica of a key the source holds more of than the target, the widest gap first."""
+        keys = [k for k in self.by_key if self.key_count(k, source) > self.key_count(k, target)]
+        keys.sort(key=lambda k: (self.key_count(k, target) - self.key_count(k, source), k))
+        for key in keys:
+            tablet_id = self._movable(key, source, target)
+            if tablet_id is not None:
+                self.move(tablet_id, source, target, "total")
+                return True
+        return False
+
+    def _movable(self, key: tuple[str, bytes], source: str, target: str) -> str | None:
+        """A tablet of ``key`` on ``source`` without a replica on ``target``, a follower first."""
+        candidates = [t for t in self.by_key[key].get(source, ()) if target not in self.members[t]]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda t: (self.tablets[t].leader == source, t))
