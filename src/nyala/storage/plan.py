@@ -205,9 +205,12 @@ def _plan_single(
 def fill_defaults(schema: Schema, table: pa.Table) -> pa.Table:
     """Every schema column in order (defaults for unset ones), then __row and __mode."""
     n = table.num_rows
+    present = set(table.column_names)
+    if present.issuperset(schema.names):  # every column set: nothing to fill
+        return table.select([*schema.names, ROW_COLUMN, MODE_COLUMN])
     arrays = []
     for col in schema.columns:
-        if col.name in table.column_names:
+        if col.name in present:
             arrays.append(table[col.name])
         elif col.default is None:
             arrays.append(pa.nulls(n, col.arrow_type))

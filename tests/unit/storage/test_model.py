@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nyala.common.errors import AlreadyPresent, NotFound
-from nyala.schema import ColumnSchema, OpType, Predicate, Schema, make_row_operations
+from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
 from nyala.storage import ApplyEntry, ScanSpec, StorageOptions, TabletStoreManager
 
 SINGLE = Schema.of(
@@ -150,9 +150,22 @@ PREDICATES = st.one_of(
     batch=entries(SINGLE),
     predicates=st.lists(PREDICATES, max_size=3),
     limit=st.one_of(st.none(), st.integers(0, 5)),
+    key_range=st.one_of(
+        st.none(),
+        st.builds(
+            KeyRange,
+            st.one_of(st.none(), st.tuples(st.integers(-1, 8))),
+            st.one_of(st.none(), st.tuples(st.integers(-1, 8))),
+            st.booleans(),
+        ),
+    ),
 )
 def test_scans_filter_like_the_model(
-    manager: TabletStoreManager, batch: tuple[list[OpType], list[dict[str, Any]]], predicates: list[Predicate], limit
+    manager: TabletStoreManager,
+    batch: tuple[list[OpType], list[dict[str, Any]]],
+    predicates: list[Predicate],
+    limit: int | None,
+    key_range: KeyRange | None,
 ) -> None:
     store = manager.create_tablet(f"scan{next(_ids)}", SINGLE)
     model = Model(SINGLE)
@@ -161,8 +174,14 @@ def test_scans_filter_like_the_model(
         model.apply(op, row)
     store.apply([ApplyEntry(1, make_row_operations(SINGLE, ops, rows))])
     bound = [p.bind(SINGLE) for p in predicates]
-    want = [r for r in model.sorted_rows() if all(p.matches(r[p.column]) for p in bound)]
-    spec = ScanSpec(projection=["k", "v", "t"], predicates=bound, ordered=True, limit=limit, batch_size_rows=2)
+    want = [
+        r
+        for r in model.sorted_rows()
+        if all(p.matches(r[p.column]) for p in bound) and (key_range is None or key_range.contains((r["k"],)))
+    ]
+    spec = ScanSpec(
+        projection=["k", "v", "t"], predicates=bound, key_range=key_range, ordered=True, limit=limit, batch_size_rows=2
+    )
     got = store.scan(spec).read_all().to_pylist()
     assert got == [{c: r[c] for c in ("k", "v", "t")} for r in want][:limit]
     store.close()
