@@ -585,17 +585,33 @@ class DuckDBTabletStore:
 
     # --- maintenance ------------------------------------------------------------------
 
-    def checkpoint(self) -> None:
-        """Fold this tablet's DuckDB WAL into its file (bounds restart time, frees space)."""
+    def checkpoint(self) -> bool:
+        """Fold this tablet's DuckDB WAL into its file (bounds restart time, frees space).
+
+        Returns False when DuckDB defers it because other transactions are active (it does
+        so after a schema change while older scans are open); the caller retries later.
+        """
         with self._lock:
             self._check_usable()
+            return self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> bool:
+        try:
             self._guard("checkpoint", lambda: self._cur.execute(f"CHECKPOINT {self.alias}"))
+        except duckdb.TransactionException:
+            return False
+        return True
 
     def snapshot(self, dest_dir: str) -> TabletSnapshot:
-        """Checkpoint and copy the tablet's file(s) into ``dest_dir``; writes wait meanwhile."""
+        """Copy the tablet's file(s) into ``dest_dir``; writes wait meanwhile.
+
+        The file is checkpointed first when DuckDB allows; otherwise the file and its WAL are
+        copied as they are, which is as consistent (every commit is in the WAL) but longer
+        to open.
+        """
         with self._lock:
             self._check_usable()
-            self._guard("checkpoint", lambda: self._cur.execute(f"CHECKPOINT {self.alias}"))
+            self._checkpoint_locked()
             os.makedirs(dest_dir, exist_ok=True)
             files = []
             try:

@@ -212,3 +212,26 @@ def test_bad_scan_requests_are_refused(manager: TabletStoreManager) -> None:
         manager.create_tablet("../evil", SCHEMA)
     with pytest.raises(AlreadyPresent):
         manager.create_tablet("badscan", SCHEMA)
+
+
+def test_schema_change_and_snapshot_while_a_scan_is_open(manager: TabletStoreManager, tmp_path: Path) -> None:
+    store = manager.create_tablet("ddl", SCHEMA)
+    insert(store, 1, range(5000))
+    scanner = store.scan(ScanSpec(batch_size_rows=500))
+    batches = iter(scanner)
+    first = next(batches)
+    store.alter_schema(SCHEMA.add_column(ColumnSchema.of("n", "int32", default=1)), 2)
+    snapshot = store.snapshot(str(tmp_path / "snap"))
+    rest = list(batches)
+    assert first.num_rows + sum(b.num_rows for b in rest) == 5000
+    assert all(b.schema.names == SCHEMA.names for b in rest)  # the scan keeps its own schema
+    assert snapshot.schema.names == [*SCHEMA.names, "n"]
+    assert any(f.endswith(".wal") for f in snapshot.files)  # DuckDB deferred the checkpoint
+    scanner.close()
+    assert store.checkpoint()  # once the old scan is gone, DuckDB checkpoints again
+    with TabletStoreManager(str(tmp_path / "other"), OPTIONS) as other:
+        copy = other.open_from_snapshot("ddl", snapshot.files)
+        assert copy.applied_index() == 2
+        rows = scan_rows(copy)
+        assert len(rows) == 5000
+        assert rows[0] == {"id": 0, "v": 0.0, "s": "s0", "n": 1}
