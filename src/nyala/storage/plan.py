@@ -73,6 +73,7 @@ class Part:
     """One entry's rows: its set columns plus ``__op`` and the global ``__row`` numbers."""
 
     table: pa.Table
+    only_op: OpType | None  # the op of every row, when they share one
 
     @classmethod
     def of(cls, ops: RowOperations, first_row: int) -> Part:
@@ -81,7 +82,13 @@ class Part:
         if any(not f.nullable for f in data.schema):
             # Nullability flags differ between clients; drop them so parts concatenate.
             data = data.cast(pa.schema([pa.field(f.name, f.type) for f in data.schema]))
-        return cls(data.append_column(OP_COLUMN, ops.ops).append_column(ROW_COLUMN, rows))
+        bounds = pc.min_max(ops.ops).as_py()
+        only = OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
+        return cls(data.append_column(OP_COLUMN, ops.ops).append_column(ROW_COLUMN, rows), only)
+
+    @property
+    def inserts_only(self) -> bool:
+        return self.only_op in (OpType.INSERT, OpType.INSERT_IGNORE)
 
     @property
     def columns(self) -> tuple[str, ...]:

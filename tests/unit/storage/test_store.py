@@ -235,3 +235,15 @@ def test_schema_change_and_snapshot_while_a_scan_is_open(manager: TabletStoreMan
         rows = scan_rows(copy)
         assert len(rows) == 5000
         assert rows[0] == {"id": 0, "v": 0.0, "s": "s0", "n": 1}
+
+
+def test_duplicate_keys_within_one_insert_batch(manager: TabletStoreManager) -> None:
+    """The optimistic INSERT trips the primary key; the careful retry names the second row."""
+    store = manager.create_tablet("dups", SCHEMA)
+    rows = [{"id": 1, "v": 1.0, "s": "a"}, {"id": 2, "v": 2.0, "s": "b"}, {"id": 1, "v": 3.0, "s": "c"}]
+    strict, lenient = (make_row_operations(SCHEMA, op, rows) for op in (OpType.INSERT, OpType.INSERT_IGNORE))
+    first, second = store.apply([ApplyEntry(1, strict), ApplyEntry(2, lenient)])
+    assert [(e.row, type(e.error)) for e in first.row_errors] == [(2, AlreadyPresent)]
+    assert second.row_errors == []
+    assert scan_rows(store) == rows[:2]
+    assert store.applied_index() == 2
