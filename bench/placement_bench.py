@@ -24,6 +24,10 @@ replicas per server across locations) beside the water-filling optimum.  Speed i
 of CPU time, best of 3 runs; the reference line is a bare power-of-two-choices loop in the
 same process, which measures the machine.
 
+The rebalancer section plans moves for placement.md's R1-R7 and prints the moves (by phase)
+beside the lower bound where one is known, the policy violations before and after, the skews
+left, the rounds needed at 5 and 1 concurrent moves per server, and the planning time.
+
 Usage: ``python bench/placement_bench.py [--seeds 5] [--quick] [--json out.json]``.
 Figures are printed, never asserted.
 """
@@ -43,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from nyala.placement import ClusterState, check_placement
 from nyala.placement.placer import NYALA, Strategy, place_new_tablet, place_replacement
 from nyala.placement.policy import location_limit
+from nyala.placement.rebalance import ClusterInfo, Move, RebalanceOptions, TabletInfo, plan_moves
 from nyala.placement.reference import KUDU
 
 TABLETS_PER_SECOND = 1000
@@ -333,6 +338,129 @@ def edge_cases(seed: int) -> list[tuple[str, str]]:
     return rows
 
 
+# ----------------------------------------------------------------------------- rebalancer
+
+
+def _tablets_from(layout: list[tuple[str, bytes, int, tuple[str, ...]]]) -> list[TabletInfo]:
+    return [TabletInfo(f"t{i}", t, r, rf, servers, servers[0]) for i, (t, r, rf, servers) in enumerate(layout)]
+
+
+def rebalance_scenarios(quick: bool) -> list[tuple[str, ClusterInfo, RebalanceOptions, int | None]]:
+    """(name, snapshot, options, lower bound on moves where placement.md gives one)."""
+    rng = random.Random(1)
+    one = {uuid(0, i): "/dc/loc0" for i in range(4)}
+    r1 = [TabletInfo(f"t{i}", "table", b"", 1, (uuid(0, s),)) for i, s in enumerate([0] * 100 + [1] * 400 + [2] * 100)]
+    r2 = [TabletInfo(f"r{r}-{i}", "table", bytes([r]), 1, (uuid(0, r),)) for r in range(4) for i in range(8)]
+    three = {uuid(loc, i): f"/dc/loc{loc}" for loc in range(3) for i in range(3)}
+    r3 = [
+        TabletInfo(n, "table", b"", 3, tuple(uuid(loc, i) for i in range(3)), uuid(loc, 0))
+        for loc, n in enumerate("XYZ")
+    ]
+    # R4: a balanced P1 cluster, then ten empty servers join location 0.
+    p1 = scenarios(quick)[0]
+    r4_servers = {uuid(loc, i): f"/dc/loc{loc}" for loc in range(3) for i in range(10 if loc else 20)}
+    r4 = _tablets_from(run(p1, "nyala", 1).layout)
+    # R5: 1,000 servers in 10 locations, 100k replicas placed uniformly at random.
+    count = 3_334 if quick else 33_334
+    r5_servers = {uuid(loc, i): f"/dc/loc{loc}" for loc in range(10) for i in range(100)}
+    names = sorted(r5_servers)
+    r5 = [TabletInfo(f"t{k}", f"table{k % 100}", bytes([k % 10]), 3, tuple(rng.sample(names, 3))) for k in range(count)]
+    # R6: drain one server of a P1 cluster.  R7: (100,2,2) from a random, policy-violating layout.
+    r6_servers = {uuid(loc, i): f"/dc/loc{loc}" for loc in range(3) for i in range(10)}
+    r7_servers = {uuid(loc, i): f"/dc/loc{loc}" for loc, n in enumerate((100, 2, 2)) for i in range(n)}
+    names7 = sorted(r7_servers)
+    r7 = [TabletInfo(f"t{k}", f"table{k % 10}", b"", 3, tuple(rng.sample(names7, 3))) for k in range(1000)]
+    table_mode = RebalanceOptions(enable_range_rebalancing=False)
+    return [
+        ("R1 {100,400,100}", ClusterInfo({u: loc for u, loc in one.items() if u != uuid(0, 3)}, r1), table_mode, 200),
+        ("R2 4 ranges packed", ClusterInfo(one, r2), RebalanceOptions(), 24),
+        ("R3 X/Y/Z one location each", ClusterInfo(three, r3), table_mode, 6),
+        ("R4 P1 + 10 empty servers", ClusterInfo(r4_servers, r4), RebalanceOptions(), 1000),
+        ("R5 1000 servers, random", ClusterInfo(r5_servers, r5), table_mode, None),
+        ("R6 drain one server", ClusterInfo(r6_servers, r4, draining=frozenset({uuid(1, 0)})), table_mode, None),
+        ("R7 (100,2,2) random", ClusterInfo(r7_servers, r7), table_mode, None),
+    ]
+
+
+def rounds(moves: list[Move], per_server: int) -> int:
+    """Rounds needed if each round moves at most ``per_server`` replicas into or out of a server."""
+    busy: dict[tuple[int, str], int] = defaultdict(int)
+    after: dict[str, int] = {}
+    last = 0
+    for move in moves:
+        r = after.get(move.tablet_id, 0)
+        while busy[(r, move.from_uuid)] >= per_server or busy[(r, move.to_uuid)] >= per_server:
+            r += 1
+        busy[(r, move.from_uuid)] += 1
+        busy[(r, move.to_uuid)] += 1
+        after[move.tablet_id] = r + 1
+        last = max(last, r + 1)
+    return last
+
+
+def layout_figures(cluster: ClusterInfo, moves: list[Move]) -> dict[str, float]:
+    members = {t.tablet_id: list(t.replicas) for t in cluster.tablets}
+    for move in moves:
+        replicas = members[move.tablet_id]
+        replicas[replicas.index(move.from_uuid)] = move.to_uuid
+    live = [u for u in cluster.tservers if u not in cluster.draining]
+    locations = sorted({cluster.tservers[u] for u in live})
+    total: Counter[str] = Counter(dict.fromkeys(live, 0))
+    per_key: dict[str, Counter[str]] = defaultdict(Counter)
+    violations = 0
+    servers = Counter(cluster.tservers[u] for u in live)
+    for tablet in cluster.tablets:
+        replicas = members[tablet.tablet_id]
+        total.update(replicas)
+        per_key[tablet.table_id + tablet.range_key.hex()].update(replicas)
+        counts = Counter(cluster.tservers[u] for u in replicas)
+        violations += not check_placement(tablet.replication_factor, counts, servers).met
+    by_loc = [[u for u in live if cluster.tservers[u] == loc] for loc in locations]
+    loads = [sum(total[u] for u in members_) / len(members_) for members_ in by_loc]
+    return {
+        "server_skew": max(_skew(total, m) for m in by_loc),
+        "key_skew": max((_skew(c, m) for c in per_key.values() for m in by_loc), default=0),
+        "location_skew": max(loads) - min(loads),
+        "violations": violations,
+    }
+
+
+def rebalancer_report(quick: bool) -> list[dict[str, object]]:
+    print(
+        f"\n{'rebalancer scenario':<28} {'moves':>7} {'LB':>5} {'by phase':<48} {'viol before>after':>18} "
+        f"{'server':>6} {'key':>4} {'loc skew':>8} {'rounds 5/1':>11} {'plan s':>7}"
+    )
+    rows = []
+    for name, cluster, options, bound in rebalance_scenarios(quick):
+        before = layout_figures(cluster, [])
+        started = time.process_time()
+        plan = plan_moves(cluster, random.Random(1), options)
+        seconds = time.process_time() - started
+        after = layout_figures(cluster, plan.moves)
+        phases = ", ".join(f"{p} {n}" for p, n in Counter(m.phase for m in plan.moves).items())
+        again = plan_moves(_replanned(cluster, plan.moves), random.Random(2), options).moves
+        print(
+            f"{name:<28} {len(plan.moves):>7} {bound if bound is not None else '':>5} {phases:<48} "
+            f"{before['violations']:>8.0f} > {after['violations']:<7.0f} {after['server_skew']:>6.0f} "
+            f"{after['key_skew']:>4.0f} {after['location_skew']:>8.2f} "
+            f"{rounds(plan.moves, 5):>5}/{rounds(plan.moves, 1):<5} {seconds:>7.2f}"
+            + ("" if not again else f"  (re-planning found {len(again)} more!)")
+        )
+        rows.append(
+            {"scenario": name, "moves": len(plan.moves), "lower_bound": bound, "after": after, "seconds": seconds}
+        )
+    return rows
+
+
+def _replanned(cluster: ClusterInfo, moves: list[Move]) -> ClusterInfo:
+    members = {t.tablet_id: list(t.replicas) for t in cluster.tablets}
+    for move in moves:
+        replicas = members[move.tablet_id]
+        replicas[replicas.index(move.from_uuid)] = move.to_uuid
+    tablets = [dataclasses.replace(t, replicas=tuple(members[t.tablet_id])) for t in cluster.tablets]
+    return ClusterInfo({u: loc for u, loc in cluster.tservers.items() if u not in cluster.draining}, tablets)
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -410,9 +538,11 @@ def main() -> None:
     print("\nP7 edge cases (nyala, seed 1): verdicts of 200 placements and the replica layouts per location")
     for name, text in edge_cases(1):
         print(f"  {name:<32} {text}")
+    rebalancing = rebalancer_report(args.quick)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"reference_placements_per_s": reference, "results": results}, out, indent=1)
+            document = {"reference_placements_per_s": reference, "results": results, "rebalancer": rebalancing}
+            json.dump(document, out, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ How it works, in order of a request's path:
   the table, then in total), and records each choice as pending.
 - :mod:`~nyala.placement.reference` is the plain full scan that Kudu runs: the oracle of the
   tests and the baseline of the benchmark.
+- :mod:`~nyala.placement.rebalance` plans replica moves from a cluster snapshot: drain, fix
+  the policy, balance across locations, then within each location (Kudu's phases).
 
 Randomness (tie-breaking) comes from the ``random.Random`` given to ``ClusterState``, so a
 seeded generator makes every placement reproducible.
@@ -27,19 +29,26 @@ from nyala.placement.location import common_prefix_depth, location_components, v
 from nyala.placement.options import PlacementOptions
 from nyala.placement.placer import PlacementResult
 from nyala.placement.policy import PolicyCheck, Verdict, check_placement, location_limit, policy_satisfiable
+from nyala.placement.rebalance import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
 from nyala.placement.state import ClusterState, TServerInfo
 
 __all__ = [
+    "ClusterInfo",
     "ClusterState",
+    "Move",
     "PlacementOptions",
     "PlacementResult",
+    "Plan",
     "PolicyCheck",
+    "RebalanceOptions",
     "TServerInfo",
+    "TabletInfo",
     "Verdict",
     "check_placement",
     "common_prefix_depth",
     "location_components",
     "location_limit",
+    "plan_moves",
     "policy_satisfiable",
     "validate_location",
 ]

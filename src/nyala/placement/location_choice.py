@@ -112,20 +112,21 @@ def choose_locations_indexed(
         touched[name] = [counts.get(name, 0), 0, len(locations[name].live_sids) - taken.get(name, 0)]
     heap = _location_heap(state)
     popped: list[tuple[float, int, str]] = []  # taken off the heap for this tablet, put back at the end
-    draw = state.rng.getrandbits
     picked: list[str] = []
     for _ in range(count):
-        best: tuple[bool, bool, float, int] | None = None
+        best: tuple[bool, bool, float] | None = None
         best_name = ""
         for name, (here, extra, room) in touched.items():
             if room > 0:
                 loc = locations[name]
                 load = (loc.reported * weight + loc.pending + extra * weight) / (len(loc.live_sids) * weight)
-                rank = (here >= limit, here >= spread, load, draw(32))
-                if best is None or rank < best:
+                rank = (here >= limit, here >= spread, load)
+                # Equal ranks among the few touched locations: a fair coin keeps the choice random.
+                if best is None or rank < best or (rank == best and state.rng.getrandbits(1)):
                     best, best_name = rank, name
         top = _least_loaded_untouched(state, heap, touched, popped)
-        if top is not None and (best is None or (*untouched_tiers, top[0], top[1]) < best):
+        # On a tie with a touched location, prefer the untouched one: it spreads the tablet.
+        if top is not None and (best is None or (*untouched_tiers, top[0]) <= best):
             best_name = top[2]
             popped.append(heappop(heap))
             touched[best_name] = [0, 0, len(locations[best_name].live_sids)]

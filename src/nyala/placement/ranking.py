@@ -40,6 +40,8 @@ from collections.abc import Container, Iterable
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import TYPE_CHECKING, Final
 
+from nyala.placement.tally import PENDING_MASK, REPORTED_SHIFT
+
 if TYPE_CHECKING:
     from nyala.placement.state import ClusterState, Context, Location
 
@@ -179,11 +181,11 @@ def context_key(state: ClusterState, ctx: Context, sid: int) -> int:
     server = state.servers[sid]
     assert server is not None
     tally = ctx.stats[sid]
-    key = (tally.reported * weight + tally.pending) << LOAD_BITS
+    key = ((tally >> REPORTED_SHIFT) * weight + (tally & PENDING_MASK)) << LOAD_BITS
     parent = ctx.parent
     if parent is not None:
         table = parent.stats[sid]
-        key = (key | (table.reported * weight + table.pending)) << LOAD_BITS
+        key = (key | ((table >> REPORTED_SHIFT) * weight + (table & PENDING_MASK))) << LOAD_BITS
     return key | (server.reported * weight + server.pending)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nyala.placement.placer import Strategy
+from nyala.placement.tally import scaled_load
 
 if TYPE_CHECKING:
     from nyala.placement.state import ClusterState, Context, Location
@@ -51,7 +52,7 @@ def scan_choose_server(
 
 def _scaled(ctx: Context | None, sid: int, weight: int) -> int:
     tally = ctx.stats.get(sid) if ctx is not None else None
-    return tally.reported * weight + tally.pending if tally is not None else 0
+    return scaled_load(tally, weight) if tally is not None else 0
 
 
 KUDU = Strategy("kudu-range", scan_choose_server, location_load_counts_pending=False)

@@ -28,6 +28,7 @@ from nyala.placement import placer, ranking
 from nyala.placement.decay import DecayClock
 from nyala.placement.location import validate_location
 from nyala.placement.options import PlacementOptions
+from nyala.placement.tally import ONE_REPORTED, PENDING_MASK, reported_of, scaled_load
 
 if TYPE_CHECKING:
     from random import Random
@@ -38,16 +39,6 @@ __all__ = ["ClusterState", "RangeKey", "TServerInfo"]
 
 RangeKey = tuple[str, bytes]
 """A range: (table id, range start key)."""
-
-
-class Tally:
-    """A server's count in one context: reported replicas and the scaled pending sum."""
-
-    __slots__ = ("pending", "reported")
-
-    def __init__(self, reported: int, pending: int) -> None:
-        self.reported = reported
-        self.pending = pending
 
 
 class Context:
@@ -69,7 +60,7 @@ class Context:
 
     def __init__(self, parent: Context | None = None) -> None:
         self.parent = parent  # a range's context points at its table's context in the same location
-        self.stats: dict[int, Tally] = {}
+        self.stats: dict[int, int] = {}  # sid -> packed tally, see REPORTED_SHIFT
         self.live_members = 0
         self.count_gen = -1
         # Index of the members (see nyala.placement.ranking), valid for one generation and weight.
@@ -231,9 +222,9 @@ class ClusterState:
         self.set_tserver_live(server.uuid, was_live)
         self.gen += 1
 
-    def _take_stats(self, sid: int, loc: Location) -> list[tuple[str, bytes | None, Tally]]:
+    def _take_stats(self, sid: int, loc: Location) -> list[tuple[str, bytes | None, int]]:
         """Remove a server from every context of its location, returning what it had."""
-        taken: list[tuple[str, bytes | None, Tally]] = []
+        taken: list[tuple[str, bytes | None, int]] = []
         for table, ctx in list(loc.tables.items()):
             tally = ctx.stats.pop(sid, None)
             if tally is None:
@@ -270,24 +261,23 @@ class ClusterState:
         loc = self.locations[server.location]
         rctx = loc.ranges.get(table_id, {}).get(range_key)
         tally = rctx.stats.get(server.sid) if rctx else None
-        if rctx is None or tally is None or tally.reported == 0:
+        if rctx is None or tally is None or reported_of(tally) == 0:
             raise NotFound(f"tablet server {tserver_uuid} has no replica of table {table_id!r} range {range_key!r}")
         server.reported -= 1
         if server.live:
             loc.reported -= 1
         tctx = loc.tables[table_id]
-        ttally = tctx.stats[server.sid]
-        tally.reported -= 1
-        ttally.reported -= 1
-        if tally.reported == 0 and tally.pending == 0:
-            del rctx.stats[server.sid]
-            if not rctx.stats:
-                del loc.ranges[table_id][range_key]
-        if ttally.reported == 0 and ttally.pending == 0:
-            del tctx.stats[server.sid]
-            if not tctx.stats:
-                del loc.tables[table_id]
-                del loc.ranges[table_id]
+        for ctx in (rctx, tctx):
+            left = ctx.stats[server.sid] - ONE_REPORTED
+            if left:
+                ctx.stats[server.sid] = left
+            else:
+                del ctx.stats[server.sid]
+        if not rctx.stats:
+            del loc.ranges[table_id][range_key]
+        if not tctx.stats:
+            del loc.tables[table_id]
+            del loc.ranges[table_id]
         self.gen += 1
 
     def remove_table(self, table_id: str) -> None:
@@ -301,9 +291,9 @@ class ClusterState:
             for sid, tally in ctx.stats.items():
                 server = self.servers[sid]
                 assert server is not None
-                server.reported -= tally.reported
+                server.reported -= reported_of(tally)
                 if server.live:
-                    loc.reported -= tally.reported
+                    loc.reported -= reported_of(tally)
         self.gen += 1
 
     def contexts(self, loc: Location, table_id: str, range_key: bytes) -> tuple[Context, Context]:
@@ -331,9 +321,9 @@ class ClusterState:
             stats = ctx.stats
             tally = stats.get(sid)
             if tally is not None:
-                tally.pending += weight
+                stats[sid] = tally + weight
                 continue
-            stats[sid] = Tally(0, weight)
+            stats[sid] = weight
             if server.live:
                 if ctx.count_gen == gen:
                     ctx.live_members += 1
@@ -348,11 +338,11 @@ class ClusterState:
     def _count(self, ctx: Context, server: Server, reported: int, pending: int) -> None:
         """Raise a server's count in a context; loads only grow, so the indexes stay valid."""
         tally = ctx.stats.get(server.sid)
+        added = reported * ONE_REPORTED + pending
         if tally is not None:
-            tally.reported += reported
-            tally.pending += pending
+            ctx.stats[server.sid] = tally + added
             return
-        ctx.stats[server.sid] = Tally(reported, pending)
+        ctx.stats[server.sid] = added
         if server.live:
             # Keep the member count and the indexes current instead of rebuilding them.
             if ctx.count_gen == self.gen:
@@ -481,14 +471,16 @@ class ClusterState:
 
 def _scaled(ctx: Context | None, sid: int, weight: int) -> int:
     tally = ctx.stats.get(sid) if ctx else None
-    return tally.reported * weight + tally.pending if tally else 0
+    return scaled_load(tally, weight) if tally else 0
 
 
 def _shift_context(ctx: Context, shift: int) -> bool:
     """Decay a context's pending sums by ``shift`` half-lives; drop members left at zero."""
     for sid, tally in list(ctx.stats.items()):
-        tally.pending >>= shift
-        if tally.reported == 0 and tally.pending == 0:
+        decayed = (tally & ~PENDING_MASK) | ((tally & PENDING_MASK) >> shift)
+        if decayed:
+            ctx.stats[sid] = decayed
+        else:
             del ctx.stats[sid]
     return bool(ctx.stats)
 

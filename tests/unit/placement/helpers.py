@@ -10,6 +10,7 @@ from nyala.placement import ClusterState
 from nyala.placement.placer import Strategy
 from nyala.placement.ranking import choose_server
 from nyala.placement.reference import lowest_ranked
+from nyala.placement.tally import pending_of, reported_of
 
 
 def cluster(sizes: Sequence[int], seed: int = 1, dead: Sequence[str] = ()) -> ClusterState:
@@ -62,13 +63,13 @@ def assert_consistent(state: ClusterState) -> None:
                 assert rctx.stats
                 assert rctx.parent is tctx
                 for sid, tally in rctx.stats.items():
-                    assert tally.reported or tally.pending
+                    assert tally > 0
                     acc = sums.setdefault(sid, [0, 0])
-                    acc[0] += tally.reported
-                    acc[1] += tally.pending
+                    acc[0] += reported_of(tally)
+                    acc[1] += pending_of(tally)
             assert set(sums) <= set(tctx.stats)
             for sid, tally in tctx.stats.items():
                 assert sid in loc.sids
                 reported, pending = sums.get(sid, [0, 0])
-                assert tally.reported == reported
-                assert tally.pending >= pending  # shifting a sum right floors at most once per part
+                assert reported_of(tally) == reported
+                assert pending_of(tally) >= pending  # shifting a sum right floors at most once per part
