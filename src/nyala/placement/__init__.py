@@ -10,10 +10,11 @@ How it works, in order of a request's path:
   location and liveness, and their replicas counted in total, per table and per range, each
   as reported plus pending-and-decaying (:mod:`~nyala.placement.decay`).  The master updates
   it incrementally and passes its clock in as a number.
-- :mod:`~nyala.placement.placer` chooses locations for the replicas (lowest load, policy
-  limits first, best effort beyond them), then a server in each location through the indexed
-  range-aware ranking of :mod:`~nyala.placement.ranking` (fewest replicas of the range, then of
-  the table, then in total), and records each choice as pending.
+- :mod:`~nyala.placement.placer` places a tablet: locations first
+  (:mod:`~nyala.placement.location_choice`: lowest load, policy limits first, best effort beyond
+  them), then a server in each location through the indexed range-aware ranking of
+  :mod:`~nyala.placement.ranking` (fewest replicas of the range, then of the table, then in
+  total; counts packed as in :mod:`~nyala.placement.tally`), and records each choice as pending.
 - :mod:`~nyala.placement.reference` is the plain full scan that Kudu runs: the oracle of the
   tests and the baseline of the benchmark.
 - :mod:`~nyala.placement.rebalance` plans replica moves from a cluster snapshot: drain, fix

@@ -114,17 +114,18 @@ def choose_locations_indexed(
     popped: list[tuple[float, int, str]] = []  # taken off the heap for this tablet, put back at the end
     picked: list[str] = []
     for _ in range(count):
+        top = _least_loaded_untouched(state, heap, touched, popped)
         best: tuple[bool, bool, float] | None = None
         best_name = ""
         for name, (here, extra, room) in touched.items():
-            if room > 0:
-                loc = locations[name]
-                load = (loc.reported * weight + loc.pending + extra * weight) / (len(loc.live_sids) * weight)
-                rank = (here >= limit, here >= spread, load)
-                # Equal ranks among the few touched locations: a fair coin keeps the choice random.
-                if best is None or rank < best or (rank == best and state.rng.getrandbits(1)):
-                    best, best_name = rank, name
-        top = _least_loaded_untouched(state, heap, touched, popped)
+            if room <= 0 or (top is not None and (here >= limit, here >= spread) > untouched_tiers):
+                continue  # full, or outranked by any untouched location whatever the loads
+            loc = locations[name]
+            load = (loc.reported * weight + loc.pending + extra * weight) / (len(loc.live_sids) * weight)
+            rank = (here >= limit, here >= spread, load)
+            # Equal ranks among the few touched locations: a fair coin keeps the choice random.
+            if best is None or rank < best or (rank == best and state.rng.getrandbits(1)):
+                best, best_name = rank, name
         # On a tie with a touched location, prefer the untouched one: it spreads the tablet.
         if top is not None and (best is None or (*untouched_tiers, top[0]) <= best):
             best_name = top[2]
