@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -159,3 +160,20 @@ def test_repr_and_explain_are_readable() -> None:
     result = state.place_new_tablet("t", b"", 1, now_s=0.0)
     assert repr(result) == "PlacementResult(('a',), policy_met=True)"
     assert result.explain() == "placed on a: placement policy met (/x: 1; any layout complies with a single location)"
+
+
+def test_replicas_of_one_range_spread_over_servers_before_doubling_up() -> None:
+    # 30 servers, ten heavily loaded by another table: the 10 RF 3 tablets of one range still land
+    # on 30 different servers (range first); in the next 10 each location takes 10 replicas, and
+    # every lightly loaded server gets one before a busy one does (table, then total).
+    state = cluster([10, 10, 10])
+    for i in range(10):
+        for _ in range(20):
+            state.add_replica("busy", b"", f"L{i % 3}-{i}")
+    first = [u for _ in range(10) for u in state.place_new_tablet("t", b"hot", 3, now_s=0.0).tserver_uuids]
+    assert len(set(first)) == 30
+    second = [u for _ in range(10) for u in state.place_new_tablet("t", b"hot", 3, now_s=0.0).tserver_uuids]
+    assert Counter(first + second).most_common(1)[0][1] == 2
+    busy = {f"L{i % 3}-{i}" for i in range(10)}
+    light = set(state.by_uuid) - busy
+    assert Counter(u for u in second if u in light) == dict.fromkeys(light, 1)
