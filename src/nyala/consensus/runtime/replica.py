@@ -1,0 +1,462 @@
+"""One Raft replica driven by asyncio: the core, its WAL, its metadata and its state machine.
+
+A :class:`RaftReplica` runs one drive loop (an asyncio task).  Inputs (a message from the
+transport, a tick, a proposal) are stepped into the pure core at once and wake the loop; the
+loop then takes each Ready and carries out the driver contract of
+:mod:`nyala.consensus.core` in order:
+
+1. persist: truncate the WAL where new entries replace old ones, append the entries (one
+   group commit, one fdatasync) and, when term, vote or the committed config changed, rewrite
+   the consensus metadata atomically; wait until all of it is durable;
+2. send the Ready's messages through the transport (they depend on step 1);
+3. apply the committed WRITE entries to the state machine in one call, on the apply
+   executor (the tablet store blocks), and complete the proposals they answer;
+4. serve confirmed read-index requests, report role and config changes;
+5. ``advance`` the core.
+
+While the loop waits on the disk, the core keeps taking messages and proposals; they all
+land in the next Ready, so entries proposed during one fsync share the next one (group
+commit across requests, not just within one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from nyala.common.config import setting
+from nyala.common.errors import (
+    Aborted,
+    AlreadyPresent,
+    IllegalState,
+    NotFound,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+)
+from nyala.consensus.core import (
+    EntryType,
+    HardState,
+    LogEntry,
+    Message,
+    OpId,
+    PersistentState,
+    RaftConfig,
+    RaftCore,
+    RaftOptions,
+    Ready,
+    Role,
+)
+from nyala.consensus.runtime.cmeta import ConsensusMetadata
+from nyala.consensus.runtime.transport import RaftTransport
+from nyala.wal import Log, LogAnchorRegistry, WalOptions
+from nyala.wal import LogEntry as WalEntry
+
+__all__ = ["RaftReplica", "ReplicaOptions", "StateMachine"]
+
+log = logging.getLogger("nyala.consensus")
+
+WAL_DIR = "wal"
+
+
+class StateMachine(Protocol):
+    """What a replica applies committed entries to: a tablet's store, or the master's catalog."""
+
+    def applied_index(self) -> int:
+        """The last index durably applied (entries after it are handed out again at restart)."""
+        ...
+
+    def apply(self, entries: Sequence[LogEntry]) -> Sequence[Any]:
+        """Apply committed WRITE entries in order, durably; one result per entry.
+
+        Runs on the apply executor and may block.  A result answers the proposal of that entry
+        (row errors, for a tablet).  Raising means the replica can no longer apply and fails.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ReplicaOptions:
+    """How a replica uses memory and disk, besides the Raft timing in ``raft``."""
+
+    raft: RaftOptions = field(default_factory=RaftOptions)
+    wal: WalOptions = field(default_factory=WalOptions)
+    log_cache_entries: int = setting(
+        20_000,
+        "Entries kept in memory behind the applied index for lagging followers; a follower further "
+        "behind needs a tablet copy.",
+        "advanced",
+    )
+
+
+class RaftReplica:
+    """A live member of one Raft group.  Create with :meth:`create` or :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        core: RaftCore,
+        wal: Log,
+        anchors: LogAnchorRegistry,
+        committed_config: RaftConfig,
+        state_machine: StateMachine,
+        transport: RaftTransport,
+        executor: Executor | None,
+        options: ReplicaOptions,
+    ) -> None:
+        self.directory = directory
+        self._core = core
+        self._wal = wal
+        self._anchors = anchors
+        self._applied_anchor = anchors.register(max(1, state_machine.applied_index()), "applied entries")
+        self._cmeta = ConsensusMetadata(core.hard_state, committed_config)
+        self._sm = state_machine
+        self._transport = transport
+        self._executor = executor
+        self._options = options
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._pending: dict[int, tuple[int, asyncio.Future[Any]]] = {}
+        self._reads: dict[int, asyncio.Future[int]] = {}
+        self._read_ids = itertools.count(1)
+        self._applied = core.applied_index
+        self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._failed: NyalaError | None = None
+        self._closed = False
+        self.role = core.role
+        self.leader_id = core.leader_id
+        self.term = core.term
+        self.active_config = committed_config
+        #: Called after the role, leader, term or config changed (tablet reports use it).
+        self.on_change: Callable[[RaftReplica], None] | None = None
+        self._driver = self._loop.create_task(self._drive(), name=f"raft-{core.group_id}")
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        directory: Path,
+        group_id: str,
+        peer_id: str,
+        config: RaftConfig,
+        state_machine: StateMachine,
+        transport: RaftTransport,
+        *,
+        executor: Executor | None = None,
+        options: ReplicaOptions | None = None,
+        rng: random.Random | None = None,
+    ) -> RaftReplica:
+        """Create a brand-new replica of a new group with its initial config, then open it."""
+        await asyncio.to_thread(_create_metadata, directory, group_id, config)
+        return await cls.open(
+            directory, group_id, peer_id, state_machine, transport, executor=executor, options=options, rng=rng
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        directory: Path,
+        group_id: str,
+        peer_id: str,
+        state_machine: StateMachine,
+        transport: RaftTransport,
+        *,
+        executor: Executor | None = None,
+        options: ReplicaOptions | None = None,
+        rng: random.Random | None = None,
+    ) -> RaftReplica:
+        """Reopen a replica from its metadata and WAL (bootstrap): replay past the applied index, rejoin."""
+        options = options or ReplicaOptions()
+        cmeta = ConsensusMetadata.load(directory)
+        anchors = LogAnchorRegistry()
+        wal = await asyncio.to_thread(Log.open, directory / WAL_DIR, group_id, options.wal, anchors)
+        try:
+            state = _persistent_state(cmeta, wal, state_machine.applied_index(), options.log_cache_entries)
+            core = RaftCore(group_id, peer_id, state, rng or random.Random(), options.raft)
+        except BaseException:
+            wal.close()
+            raise
+        replica = cls(
+            directory, core, wal, anchors, cmeta.committed_config, state_machine, transport, executor, options
+        )
+        transport.register(replica)
+        replica._kick()
+        return replica
+
+    async def close(self) -> None:
+        """Stop the replica: no more messages, proposals fail, the WAL is closed."""
+        if self._closed:
+            return
+        self._closed = True
+        self._transport.unregister(self.group_id)
+        self._driver.cancel()
+        await asyncio.gather(self._driver, return_exceptions=True)
+        self._fail_all(ServiceUnavailable(f"replica of {self.group_id} is shutting down"))
+        await asyncio.to_thread(self._wal.close)
+
+    @property
+    def group_id(self) -> str:
+        return self._core.group_id
+
+    @property
+    def peer_id(self) -> str:
+        return self._core.peer_id
+
+    @property
+    def applied_index(self) -> int:
+        return self._applied
+
+    @property
+    def commit_index(self) -> int:
+        return self._core.commit_index
+
+    @property
+    def last_index(self) -> int:
+        return self._core.last_index
+
+    @property
+    def committed_config(self) -> RaftConfig:
+        return self._cmeta.committed_config
+
+    @property
+    def failed(self) -> NyalaError | None:
+        """Why the replica stopped working, or None while it works."""
+        return self._failed
+
+    # -- inputs (transport, clients) -------------------------------------------------------
+
+    def receive(self, message: Message) -> None:
+        if self._closed or self._failed:
+            return
+        self._core.step(message)
+        self._kick()
+
+    def tick(self) -> None:
+        if self._closed or self._failed:
+            return
+        self._core.tick()
+        self._kick()
+
+    async def replicate(self, payload: bytes) -> Any:
+        """Replicate ``payload`` as a WRITE entry; return the state machine's result once applied.
+
+        Raises NotTheLeader (with a hint) or ServiceUnavailable at once when this replica cannot
+        take writes now, and Aborted when a new leader replaced the entry before it committed
+        (it was then never applied: retrying is safe).
+        """
+        self._check_usable()
+        op = self._core.propose(payload)
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._pending[op.index] = (op.term, future)
+        self._kick()
+        try:
+            return await future
+        finally:
+            self._pending.pop(op.index, None)
+
+    async def read_index(self) -> int:
+        """A linearizable read barrier: the index to wait for (already applied on return)."""
+        self._check_usable()
+        request_id = next(self._read_ids)
+        future: asyncio.Future[int] = self._loop.create_future()
+        self._reads[request_id] = future
+        try:
+            self._core.read_index(request_id)
+            self._kick()
+            index = await future
+        finally:
+            self._reads.pop(request_id, None)
+        await self.wait_applied(index)
+        return index
+
+    async def wait_applied(self, index: int) -> None:
+        """Wait until the state machine has applied ``index`` (use with a timeout)."""
+        if self._applied >= index:
+            return
+        self._check_usable()
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._apply_waiters.append((index, future))
+        await future
+
+    def step_down(self) -> None:
+        """Abrupt step-down of the leader: stop leading now, let the others elect."""
+        self._check_usable()
+        self._core.step_down()
+        self._kick()
+
+    def transfer_leadership(self, target: str = "") -> str:
+        """Graceful step-down to ``target`` (or the most caught-up voter); returns the chosen peer."""
+        self._check_usable()
+        chosen = self._core.transfer_leadership(target)
+        self._kick()
+        return chosen
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            raise self._failed
+        if self._closed:
+            raise ServiceUnavailable(f"replica of {self.group_id} is shut down")
+
+    def _kick(self) -> None:
+        self._wake.set()
+
+    # -- the drive loop -----------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._core.has_ready():
+                    ready = self._core.ready()
+                    await self._handle(ready)
+                    self._core.advance(ready)
+                self._maybe_compact()
+        except asyncio.CancelledError:
+            raise
+        except NyalaError as exc:
+            self._fail(exc)
+        except Exception as exc:  # AssertionError from the core included: stop this replica loudly
+            log.critical("Raft replica of %s failed", self.group_id, exc_info=exc)
+            self._fail(IllegalState(f"replica of {self.group_id} failed: {type(exc).__name__}: {exc}"))
+
+    async def _handle(self, ready: Ready) -> None:
+        await self._persist(ready)
+        self._transport.send(ready.messages)
+        if ready.soft_state is not None:
+            self.role, self.leader_id, self.term = (
+                ready.soft_state.role,
+                ready.soft_state.leader_id,
+                ready.soft_state.term,
+            )
+            if self.role is not Role.LEADER:
+                self._drop_reads()
+        if ready.active_config is not None:
+            self.active_config = ready.active_config
+        if ready.committed_entries:
+            await self._apply(ready.committed_entries)
+        for read in ready.read_states:
+            future = self._reads.get(read.request_id)
+            if future is not None and not future.done():
+                future.set_result(read.index)
+        for request_id in ready.dropped_reads:
+            future = self._reads.get(request_id)
+            if future is not None and not future.done():
+                future.set_exception(NotTheLeader("leadership changed during a read", self.leader_id))
+        if ready.tablet_copy_targets:
+            log.warning("%s: peers %s need a tablet copy (not yet supported)", self.group_id, ready.tablet_copy_targets)
+        if (ready.soft_state or ready.active_config or ready.committed_config) and self.on_change is not None:
+            self.on_change(self)
+
+    async def _persist(self, ready: Ready) -> None:
+        waits: list[asyncio.Future[Any]] = []
+        if ready.entries:
+            first = ready.entries[0].index
+            if first <= self._wal.last_index or first < self._wal.next_index:
+                waits.append(asyncio.wrap_future(self._wal.truncate_after(first - 1)))
+            batch = [WalEntry(e.term, e.index, int(e.type), e.payload) for e in ready.entries]
+            waits.append(asyncio.wrap_future(self._wal.append(batch)))
+        hard = ready.hard_state
+        old = self._cmeta
+        term_or_vote = hard is not None and (hard.term, hard.vote) != (old.hard_state.term, old.hard_state.vote)
+        if term_or_vote or ready.committed_config is not None:
+            self._cmeta = ConsensusMetadata(hard or old.hard_state, ready.committed_config or old.committed_config)
+            waits.append(self._loop.run_in_executor(None, self._cmeta.save, self.directory))
+        if waits:
+            await asyncio.gather(*waits)
+
+    async def _apply(self, committed: tuple[LogEntry, ...]) -> None:
+        writes = [e for e in committed if e.type is EntryType.WRITE]
+        results: Sequence[Any] = ()
+        if writes:
+            results = await self._loop.run_in_executor(self._executor, self._sm.apply, writes)
+            if len(results) != len(writes):
+                raise AssertionError(f"state machine returned {len(results)} results for {len(writes)} entries")
+        by_index = {e.index: r for e, r in zip(writes, results, strict=True)}
+        for entry in committed:
+            pending = self._pending.get(entry.index)
+            if pending is None or pending[1].done():
+                continue
+            term, future = pending
+            if term == entry.term and entry.index in by_index:
+                future.set_result(by_index[entry.index])
+            else:
+                future.set_exception(Aborted(f"entry {entry.index} was replaced by a new leader; it was not applied"))
+        self._applied = committed[-1].index
+        self._anchors.update(self._applied_anchor, max(1, self._sm.applied_index()))
+        self._wake_apply_waiters()
+
+    def _wake_apply_waiters(self) -> None:
+        still = []
+        for index, future in self._apply_waiters:
+            if future.done():
+                continue
+            if index <= self._applied:
+                future.set_result(None)
+            else:
+                still.append((index, future))
+        self._apply_waiters = still
+
+    def _maybe_compact(self) -> None:
+        keep = self._options.log_cache_entries
+        durable = self._sm.applied_index()
+        target = min(durable, self._applied) - keep
+        # Compact in chunks of a quarter of the cache, not on every apply.
+        if target > self._core.first_index + keep // 4:
+            self._core.compact(target)
+
+    def _drop_reads(self) -> None:
+        for future in self._reads.values():
+            if not future.done():
+                future.set_exception(NotTheLeader("this replica is no longer the leader", self.leader_id))
+
+    def _fail(self, error: NyalaError) -> None:
+        self._failed = error
+        log.error("Raft replica of %s stopped: %s", self.group_id, error)
+        self._fail_all(error)
+
+    def _fail_all(self, error: NyalaError) -> None:
+        for _, future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        for read in self._reads.values():
+            if not read.done():
+                read.set_exception(error)
+        for _, waiter in self._apply_waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+        self._apply_waiters = []
+
+
+def _create_metadata(directory: Path, group_id: str, config: RaftConfig) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        ConsensusMetadata.load(directory)
+    except NotFound:
+        ConsensusMetadata(HardState(), config).save(directory)
+    else:
+        raise AlreadyPresent(f"a Raft replica of {group_id} already exists in {directory}")
+
+
+def _persistent_state(cmeta: ConsensusMetadata, wal: Log, applied: int, cache_entries: int) -> PersistentState:
+    """What the core restarts from: the metadata, and the WAL from a little before the applied index."""
+    if wal.last_index == 0:
+        return PersistentState(cmeta.hard_state, cmeta.committed_config, OpId(0, 0), (), 0)
+    applied = min(applied, wal.last_index)
+    if applied == 0:
+        base = OpId(0, 0)
+        if wal.first_index > 1:
+            raise IllegalState(f"WAL starts at {wal.first_index} but nothing was applied: entries are missing")
+    else:
+        base_index = max(wal.first_index, applied - cache_entries)
+        base = OpId(wal.term_at(base_index), base_index)
+    entries = tuple(LogEntry(e.term, e.index, EntryType(e.type), e.payload) for e in wal.entries(base.index + 1))
+    return PersistentState(cmeta.hard_state, cmeta.committed_config, base, entries, applied)
