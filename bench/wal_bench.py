@@ -9,14 +9,15 @@ when the log is idle instead of waking the appender thread.
 Beside each WAL figure two references are measured on the same filesystem, in the same run:
 
 - raw 1-writer: one thread looping os.write of one entry's bytes (as the WAL frames it) and
-  os.fdatasync, into a preallocated file;
+  os.fdatasync, into files preallocated to the WAL's segment size (a fresh one, prepared off the
+  clock, when one is full);
 - raw equal-group: the same loop writing, per fdatasync, as many entries as the WAL's average
   group size in that run.
 
 The three are interleaved in short slices so that load from other processes hits them alike.
 Targets: with 64 writers, WAL >= 0.8 x raw equal-group; with 1 writer, WAL >= 0.8 x raw 1-writer.
 
-Usage: ``python bench/wal_bench.py [--seconds 2] [--slices 5] [--dir PATH]``.  ``--seconds``
+Usage: ``python bench/wal_bench.py [--seconds 2] [--slices 20] [--dir PATH]``.  ``--seconds``
 is the time per measurement per cell.  Figures are printed, never asserted.
 """
 
@@ -33,11 +34,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nyala.wal import Log, LogEntry
+from nyala.wal import Log, LogEntry, WalOptions
 from nyala.wal.format import batch_header, encode_entries
 
 REPO = Path(__file__).resolve().parents[1]
-RAW_FILE_BYTES = 256 * 1024 * 1024
+SEGMENT_BYTES = WalOptions().segment_size_bytes
 
 
 @dataclass
@@ -61,13 +62,18 @@ def framed_entry(size: int) -> bytes:
 
 
 class RawFile:
-    """A preallocated scratch file, so the raw loop pays no file-size metadata per sync."""
+    """A scratch file preallocated like a WAL segment (same size), so both pay the same metadata.
+
+    (A much larger preallocated file makes each fdatasync markedly slower on ext4, which would
+    flatter the WAL.)
+    """
 
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, "raw")
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.posix_fallocate(self.fd, 0, RAW_FILE_BYTES)
+        os.posix_fallocate(self.fd, 0, SEGMENT_BYTES)
         os.fsync(self.fd)
+        self.written = 0
 
     def close(self) -> None:
         os.close(self.fd)
@@ -75,20 +81,23 @@ class RawFile:
 
 
 def raw_slice(directory: str, chunk: bytes, entries_per_write: int, seconds: float, tally: Tally) -> None:
+    """Loop os.write + os.fdatasync; a full file is replaced by a fresh one off the clock."""
     raw = RawFile(directory)
     try:
-        written = 0
-        start = time.perf_counter()
-        stop = start + seconds
-        while time.perf_counter() < stop:
-            if written + len(chunk) > RAW_FILE_BYTES:
-                os.lseek(raw.fd, 0, os.SEEK_SET)
-                written = 0
-            os.write(raw.fd, chunk)
-            os.fdatasync(raw.fd)
-            written += len(chunk)
-            tally.entries += entries_per_write
-        tally.seconds += time.perf_counter() - start
+        elapsed = 0.0
+        while elapsed < seconds:
+            start = time.perf_counter()
+            stop = start + seconds - elapsed
+            while raw.written + len(chunk) <= SEGMENT_BYTES and time.perf_counter() < stop:
+                os.write(raw.fd, chunk)
+                os.fdatasync(raw.fd)
+                raw.written += len(chunk)
+                tally.entries += entries_per_write
+            elapsed += time.perf_counter() - start
+            if elapsed < seconds:
+                raw.close()
+                raw = RawFile(directory)
+        tally.seconds += elapsed
     finally:
         raw.close()
 
@@ -115,19 +124,14 @@ class WalRun:
         self.next_index = 1
 
     def slice(self, seconds: float, tally: Tally) -> None:
+        """Drive the log for ``seconds``; thread start-up and shutdown stay off the clock."""
         groups_before, requests_before = self.log.group_stats
         counts: list[int] = []
-        stop = time.perf_counter() + seconds
-        start = time.perf_counter()
         if self.mode.asyncio_tasks:
-            asyncio.run(self._async_writers(stop, counts))
+            elapsed = asyncio.run(self._async_writers(seconds, counts))
         else:
-            threads = [threading.Thread(target=self._writer, args=(stop, counts)) for _ in range(self.mode.writers)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        tally.seconds += time.perf_counter() - start
+            elapsed = self._thread_writers(seconds, counts)
+        tally.seconds += elapsed
         tally.entries += sum(counts)
         groups, requests = self.log.group_stats
         tally.groups += groups - groups_before
@@ -137,7 +141,26 @@ class WalRun:
     def _entries(self, first: int) -> list[LogEntry]:
         return [LogEntry(1, i, 0, self.payload) for i in range(first, first + self.mode.per_append)]
 
-    def _writer(self, stop: float, counts: list[int]) -> None:
+    def _thread_writers(self, seconds: float, counts: list[int]) -> float:
+        ready = threading.Barrier(self.mode.writers + 1)
+        window: list[float] = []  # [start, stop], set before the barrier opens
+        finished: list[float] = []
+        threads = [
+            threading.Thread(target=self._writer, args=(ready, window, counts, finished))
+            for _ in range(self.mode.writers)
+        ]
+        for t in threads:
+            t.start()
+        start = time.perf_counter()
+        window.extend((start, start + seconds))
+        ready.wait()
+        for t in threads:
+            t.join()
+        return max(finished) - start
+
+    def _writer(self, ready: threading.Barrier, window: list[float], counts: list[int], finished: list[float]) -> None:
+        ready.wait()
+        stop = window[1]
         done = 0
         log = self.log
         count = self.mode.per_append
@@ -152,9 +175,13 @@ class WalRun:
                 log.append_sync(self._entries(self.next_index))
                 self.next_index += count
             done += count
+        finished.append(time.perf_counter())
         counts.append(done)
 
-    async def _async_writers(self, stop: float, counts: list[int]) -> None:
+    async def _async_writers(self, seconds: float, counts: list[int]) -> float:
+        start = time.perf_counter()
+        stop = start + seconds
+
         async def task() -> None:
             done = 0
             while time.perf_counter() < stop:
@@ -165,6 +192,7 @@ class WalRun:
             counts.append(done)
 
         await asyncio.gather(*(task() for _ in range(self.mode.writers)))
+        return time.perf_counter() - start
 
     def close(self) -> None:
         self.log.close()
@@ -303,7 +331,7 @@ def run_cells(scratch: str, seconds: float, slices: int) -> list[Cell]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement per cell")
-    parser.add_argument("--slices", type=int, default=5, help="interleaved slices per measurement")
+    parser.add_argument("--slices", type=int, default=20, help="interleaved slices per measurement")
     parser.add_argument("--dir", default=str(REPO / ".bench-tmp"), help="scratch directory (same filesystem)")
     args = parser.parse_args()
     base = Path(args.dir)

@@ -30,12 +30,58 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from queue import SimpleQueue
+from typing import Protocol
 
-from nyala.common.errors import InternalError, NyalaError
+from nyala.common.errors import InternalError, NyalaError, TimedOut
 
-__all__ = ["GroupCommitter", "Request"]
+__all__ = ["Completion", "GroupCommitter", "Request", "Waiter"]
 
 log = logging.getLogger(__name__)
+
+
+class Completion(Protocol):
+    """What the committer completes: a ``concurrent.futures.Future`` or a :class:`Waiter`."""
+
+    def set_result(self, result: int) -> None: ...
+    def set_exception(self, exception: BaseException) -> None: ...
+    def done(self) -> bool: ...
+
+
+class Waiter:
+    """A minimal future for a blocking caller: one pre-acquired lock, released on completion.
+
+    Cheaper than a ``concurrent.futures.Future`` (no condition variable, no callbacks), which
+    matters on the one-writer path where the caller commits its own group.
+    """
+
+    __slots__ = ("_done", "_exception", "_lock", "_result")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._done = False
+        self._result = 0
+        self._exception: BaseException | None = None
+
+    def set_result(self, result: int) -> None:
+        self._result = result
+        self._done = True
+        self._lock.release()
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._exception = exception
+        self._done = True
+        self._lock.release()
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self, timeout: float | None) -> int:
+        if not self._done and not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimedOut(f"the append was not durable within {timeout} s; it stays queued")
+        if self._exception is not None:
+            raise self._exception
+        return self._result
 
 
 @dataclass(slots=True, eq=False)
@@ -47,7 +93,7 @@ class Request:
     """
 
     data: bytes
-    future: Future[int]
+    future: Future[int] | Waiter
     first: int
     last: int
     runs: list[tuple[int, int]] | None
@@ -82,7 +128,7 @@ class GroupCommitter:
         self._doorbell.put(True)
         return False
 
-    def lead(self, until: Future[int]) -> None:
+    def lead(self, until: Completion) -> None:
         """Commit on the calling thread until ``until`` is done, then hand the rest over."""
         self._drain(until)
 
@@ -98,7 +144,7 @@ class GroupCommitter:
         while self._doorbell.get():
             self._drain(None)
 
-    def _drain(self, until: Future[int] | None) -> None:
+    def _drain(self, until: Completion | None) -> None:
         while True:
             with self._lock:
                 group = self._take_group()

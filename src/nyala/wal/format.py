@@ -193,6 +193,21 @@ def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, 
     Raises InvalidArgument for an empty list, a non-entry, non-consecutive indexes, a term
     that goes down, a negative or oversized field, or a payload that is not ``bytes``.
     """
+    if len(entries) == 1:  # the common case on the hot path, checked without the loop
+        entry = entries[0]
+        if (
+            type(entry) is LogEntry
+            and type(entry.payload) is bytes
+            and type(entry.index) is int
+            and entry.index >= 1
+            and type(entry.term) is int
+        ):
+            try:
+                header = _RECORD.pack(KIND_ENTRY, entry.type, len(entry.payload), entry.term, entry.index)
+            except struct.error:
+                pass  # the general path below names the bad field
+            else:
+                return header + entry.payload, [(entry.index, entry.term)]
     if not entries:
         raise InvalidArgument("an append needs at least one entry")
     parts: list[bytes] = []

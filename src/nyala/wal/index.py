@@ -54,18 +54,20 @@ class LogIndex:
 
     def add(self, seqno: int, offset: int, first: int, last: int, runs: Iterable[tuple[int, int]]) -> None:
         """Record that entries ``first..last`` (with the given term runs) are durable in that batch."""
-        if len(self):
+        if self.last_index >= self.first_index:
             assert first == self.last_index + 1, f"index {first} does not follow {self.last_index}"
         else:
             self.first_index = first
-        if not (self._seqno and self._seqno[-1] == seqno and self._offset[-1] == offset):
+        offsets = self._offset
+        if not (offsets and offsets[-1] == offset and self._seqno[-1] == seqno):
             self._first.append(first)
             self._seqno.append(seqno)
-            self._offset.append(offset)
+            offsets.append(offset)
+        terms = self._run_term
         for start, term in runs:
-            if not self._run_term or self._run_term[-1] != term:
+            if not terms or terms[-1] != term:
                 self._run_start.append(start)
-                self._run_term.append(term)
+                terms.append(term)
         self.last_index = last
 
     def truncate_after(self, index: int) -> None:

@@ -12,7 +12,7 @@ from types import TracebackType
 
 from nyala.common.errors import IllegalState, InvalidArgument, IOFailure, NotFound
 from nyala.wal.anchors import AnchorKind, LogAnchorRegistry, segments_to_delete
-from nyala.wal.appender import GroupCommitter, Request
+from nyala.wal.appender import GroupCommitter, Request, Waiter
 from nyala.wal.entry import LogEntry
 from nyala.wal.format import (
     FOOTER_SIZE,
@@ -96,29 +96,32 @@ class Log:
         order.  Raises InvalidArgument (changing nothing) for bad entries, IllegalState after
         close and IOFailure after an earlier write failure.
         """
-        return self._reserve_append(entries, may_lead=False)[0]
+        future: Future[int] = Future()
+        future.set_running_or_notify_cancel()  # a reserved append cannot be cancelled any more
+        self._reserve_append(entries, future, may_lead=False)
+        return future
 
     def append_sync(self, entries: Sequence[LogEntry], timeout: float | None = None) -> int:
         """:meth:`append` and wait until durable; return the last index.
 
         When the log is idle the calling thread writes and syncs the group itself, saving two
-        thread wake-ups; otherwise it waits for the committer like :meth:`append`.
+        thread wake-ups; otherwise it waits for the committer like :meth:`append`.  TimedOut
+        after ``timeout`` seconds (the append stays queued).
         """
-        future, lead = self._reserve_append(entries, may_lead=True)
-        if lead:
-            self._committer.lead(future)
-        return future.result(timeout)
+        waiter = Waiter()
+        if self._reserve_append(entries, waiter, may_lead=True):
+            self._committer.lead(waiter)
+        return waiter.result(timeout)
 
-    def _reserve_append(self, entries: Sequence[LogEntry], may_lead: bool) -> tuple[Future[int], bool]:
+    def _reserve_append(self, entries: Sequence[LogEntry], future: Future[int] | Waiter, may_lead: bool) -> bool:
         data, runs = encode_entries(entries)
         if len(data) > self.options.max_append_bytes:
             limit = self.options.max_append_bytes
             raise InvalidArgument(f"append of {len(data)} bytes exceeds max_append_bytes={limit}")
         first, last = entries[0].index, entries[-1].index
-        future: Future[int] = Future()
-        future.set_running_or_notify_cancel()  # a reserved append cannot be cancelled any more
         with self._reserve_lock:
-            self._check_writable()
+            if self._closed or self._committer.failure is not None:
+                self._check_writable()
             if first != self._next_index:
                 raise InvalidArgument(f"append must start at index {self._next_index}, not {first}")
             if self._last_term is not None and runs[0][1] < self._last_term:
@@ -127,8 +130,7 @@ class Log:
                 )
             self._next_index = last + 1
             self._last_term = runs[-1][1]
-            lead = self._committer.submit(Request(data, future, first, last, runs), may_lead)
-        return future, lead
+            return self._committer.submit(Request(data, future, first, last, runs), may_lead)
 
     def truncate_after(self, index: int) -> Future[int]:
         """Remove entries above ``index``, durably and in order with appends; the next append starts at index+1.
@@ -137,20 +139,21 @@ class Log:
         entries above ``index`` written before it.  ``index`` must lie in ``first_index-1 ..
         next_index-1`` (entries below first_index were garbage collected, hence committed).
         """
-        return self._reserve_truncation(index, may_lead=False)[0]
+        future: Future[int] = Future()
+        future.set_running_or_notify_cancel()
+        self._reserve_truncation(index, future, may_lead=False)
+        return future
 
     def truncate_after_sync(self, index: int, timeout: float | None = None) -> int:
         """:meth:`truncate_after` and wait until durable."""
-        future, lead = self._reserve_truncation(index, may_lead=True)
-        if lead:
-            self._committer.lead(future)
-        return future.result(timeout)
+        waiter = Waiter()
+        if self._reserve_truncation(index, waiter, may_lead=True):
+            self._committer.lead(waiter)
+        return waiter.result(timeout)
 
-    def _reserve_truncation(self, index: int, may_lead: bool) -> tuple[Future[int], bool]:
+    def _reserve_truncation(self, index: int, future: Future[int] | Waiter, may_lead: bool) -> bool:
         if type(index) is not int or index < 0:
             raise InvalidArgument(f"truncation index must be an integer >= 0, got {index!r}")
-        future: Future[int] = Future()
-        future.set_running_or_notify_cancel()
         with self._reserve_lock:
             self._check_writable()
             with self._state_lock:
@@ -162,8 +165,7 @@ class Log:
             self._next_index = index + 1
             self._last_term = None  # unknown until the next append; the consensus layer owns terms
             marker = Request(encode_truncate_marker(index), future, index, index, None)
-            lead = self._committer.submit(marker, may_lead)
-        return future, lead
+            return self._committer.submit(marker, may_lead)
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -188,12 +190,13 @@ class Log:
                 segment.sync()
         except OSError as exc:
             raise IOFailure(f"{segment.path}: write or sync failed: {exc.strerror}") from exc
+        index, seqno = self._index, segment.seqno
         with self._state_lock:
             for request in group:
                 if request.runs is None:
-                    self._index.truncate_after(request.first)
+                    index.truncate_after(request.first)
                 else:
-                    self._index.add(segment.seqno, offset, request.first, request.last, request.runs)
+                    index.add(seqno, offset, request.first, request.last, request.runs)
                     segment.note_entries(request.first, request.last)
 
     def _roll_over(self) -> ActiveSegment:

@@ -124,8 +124,10 @@ class ActiveSegment:
     def write(self, header: bytes, payload: bytes) -> int:
         """Write one batch after the previous one; return its offset.  Raises OSError."""
         offset = self.offset
-        _pwrite_all(self._fd, [header, payload], offset)
-        self.offset = offset + len(header) + len(payload)
+        size = len(header) + len(payload)
+        if os.pwritev(self._fd, [header, payload], offset) != size:
+            _pwrite_all(self._fd, [header + payload], offset)  # a short write: redo it whole
+        self.offset = offset + size
         self.has_records = True
         return offset
 
@@ -138,8 +140,10 @@ class ActiveSegment:
 
     def note_entries(self, first: int, last: int) -> None:
         self.num_entries += last - first + 1
-        self.min_index = first if self.min_index == 0 else min(self.min_index, first)
-        self.max_index = max(self.max_index, last)
+        if self.min_index == 0 or first < self.min_index:
+            self.min_index = first
+        if last > self.max_index:
+            self.max_index = last
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(self.seqno, self.path, self.offset, False, self.num_entries, self.min_index, self.max_index)

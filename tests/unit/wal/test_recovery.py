@@ -29,6 +29,9 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with Log.open(root / "clean", "tablet-1", FAST) as log:
         for index in range(1, ENTRIES + 1):
             log.append_sync(make_entries(index, 1))
+        pending = log._preallocator._pending
+        assert pending is not None
+        pending[1].result(timeout=30)  # the next segment's .tmp file exists: the copy must hold it
         crash_copy(root / "clean", root / "crashed")
     return {"clean": root / "clean", "crashed": root / "crashed"}
 
