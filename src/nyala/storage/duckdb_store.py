@@ -68,8 +68,15 @@ class StorageOptions:
         "advanced",
     )
     tablet_block_size_bytes: int = setting(
+        262144,
+        "Block size of newly created tablet files, in bytes (DuckDB's default; measured faster and more "
+        "compact than 16 KiB once a tablet holds a million rows).",
+        "advanced",
+    )
+    small_tablet_block_size_bytes: int = setting(
         16384,
-        "Block size of newly created tablet files, in bytes; small blocks keep small tablets small on disk.",
+        "Block size of tablets created as small (such as the catalog tablet), in bytes; a 1,000-row "
+        "tablet takes 108 KiB instead of 780 KiB.",
         "advanced",
     )
 
@@ -117,13 +124,15 @@ class TabletStoreManager:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def create_tablet(self, tablet_id: str, schema: Schema) -> DuckDBTabletStore:
+    def create_tablet(self, tablet_id: str, schema: Schema, *, small: bool = False) -> DuckDBTabletStore:
+        """Create an empty tablet; ``small`` picks the small block size for tablets expected to stay small."""
         path = self.path_of(tablet_id)
         with self._lock:
             if tablet_id in self._tablets or os.path.exists(path):
                 raise AlreadyPresent(f"tablet {tablet_id} already exists at {path}")
             alias = _alias(tablet_id)
-            block = self.options.tablet_block_size_bytes
+            options = self.options
+            block = options.small_tablet_block_size_bytes if small else options.tablet_block_size_bytes
             self._conn.execute(f"ATTACH {_string_literal(path)} AS {alias} (BLOCK_SIZE {int(block)})")
             try:
                 _create_tables(self._conn, alias, tablet_id, schema)

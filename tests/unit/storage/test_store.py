@@ -247,3 +247,13 @@ def test_duplicate_keys_within_one_insert_batch(manager: TabletStoreManager) -> 
     assert second.row_errors == []
     assert scan_rows(store) == rows[:2]
     assert store.applied_index() == 2
+
+
+def test_small_tablets_use_small_blocks(manager: TabletStoreManager) -> None:
+    sizes = []
+    for name, small in (("big", False), ("small", True)):
+        store = manager.create_tablet(name, SCHEMA, small=small)
+        insert(store, 1, range(1000))
+        assert store.checkpoint()
+        sizes.append(os.path.getsize(manager.path_of(name)))
+    assert sizes[1] * 2 < sizes[0]
