@@ -61,45 +61,60 @@ def framed_entry(size: int) -> bytes:
     return batch_header(data) + data
 
 
-class RawFile:
-    """A scratch file preallocated like a WAL segment (same size), so both pay the same metadata.
+class RawWriter:
+    """The raw reference: os.write + os.fdatasync into files laid out like WAL segments.
 
-    (A much larger preallocated file makes each fdatasync markedly slower on ext4, which would
-    flatter the WAL.)
+    Each file is preallocated to the WAL's segment size (a much larger preallocated file makes
+    every fdatasync markedly slower on ext4, which would flatter the WAL).  Files are created
+    and made durable off the clock, and only deleted when the cell is done, so no slice pays
+    for another's metadata.
     """
 
-    def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, "raw")
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.posix_fallocate(self.fd, 0, SEGMENT_BYTES)
-        os.fsync(self.fd)
-        self.written = 0
+    def __init__(self, directory: str, name: str) -> None:
+        self._directory = directory
+        self._name = name
+        self._paths: list[str] = []
+        self._fd = -1
+        self._written = 0
+        self._next_file()
 
-    def close(self) -> None:
-        os.close(self.fd)
-        os.unlink(self.path)
+    def _next_file(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        path = os.path.join(self._directory, f"{self._name}-{len(self._paths)}")
+        self._paths.append(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.posix_fallocate(self._fd, 0, SEGMENT_BYTES)
+        os.fsync(self._fd)
+        dir_fd = os.open(self._directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self._written = 0
 
-
-def raw_slice(directory: str, chunk: bytes, entries_per_write: int, seconds: float, tally: Tally) -> None:
-    """Loop os.write + os.fdatasync; a full file is replaced by a fresh one off the clock."""
-    raw = RawFile(directory)
-    try:
+    def run(self, chunk: bytes, entries_per_write: int, seconds: float, tally: Tally) -> None:
+        """Loop for ``seconds`` of clock time; a full file is replaced by a fresh one off the clock."""
         elapsed = 0.0
+        fd = self._fd
         while elapsed < seconds:
             start = time.perf_counter()
             stop = start + seconds - elapsed
-            while raw.written + len(chunk) <= SEGMENT_BYTES and time.perf_counter() < stop:
-                os.write(raw.fd, chunk)
-                os.fdatasync(raw.fd)
-                raw.written += len(chunk)
+            while self._written + len(chunk) <= SEGMENT_BYTES and time.perf_counter() < stop:
+                os.write(fd, chunk)
+                os.fdatasync(fd)
+                self._written += len(chunk)
                 tally.entries += entries_per_write
             elapsed += time.perf_counter() - start
-            if elapsed < seconds:
-                raw.close()
-                raw = RawFile(directory)
+            if self._written + len(chunk) > SEGMENT_BYTES:
+                self._next_file()
+                fd = self._fd
         tally.seconds += elapsed
-    finally:
-        raw.close()
+
+    def close(self) -> None:
+        os.close(self._fd)
+        for path in self._paths:
+            os.unlink(path)
 
 
 @dataclass(frozen=True)
@@ -264,14 +279,18 @@ def measure(directory: str, mode: Mode, entry_size: int, seconds: float, slices:
     cell = Cell(mode, entry_size, Tally(), Tally(), Tally())
     chunk = framed_entry(entry_size)
     run = WalRun(directory, entry_size, mode)
+    raw_group = RawWriter(directory, "raw-group")
+    raw_single = RawWriter(directory, "raw-single")
     try:
         for _ in range(slices):
             run.slice(seconds / slices, cell.wal)
             group = max(cell.wal.group_sizes[-1], 1)
-            raw_slice(directory, chunk * group, group, seconds / slices, cell.raw_group)
-            raw_slice(directory, chunk, 1, seconds / slices, cell.raw_single)
+            raw_group.run(chunk * group, group, seconds / slices, cell.raw_group)
+            raw_single.run(chunk, 1, seconds / slices, cell.raw_single)
     finally:
         run.close()
+        raw_group.close()
+        raw_single.close()
     return cell
 
 
