@@ -23,6 +23,7 @@ __all__ = [
     "DELETE_TABLET",
     "DELIVER",
     "GET_CONSENSUS_STATE",
+    "GET_MASTER_REGISTRATION",
     "GET_TABLET_LOCATIONS",
     "GET_TABLET_SERVER_STATUS",
     "GET_TABLE_LOCATIONS",
@@ -45,6 +46,9 @@ _TSERVER_ADMIN = "TabletServerAdminService"
 _CONSENSUS = "ConsensusService"
 
 # MasterService
+GET_MASTER_REGISTRATION = RpcMethod(
+    _MASTER, "GetMasterRegistration", mpb.GetMasterRegistrationRequestPB, mpb.GetMasterRegistrationResponsePB
+)
 CONNECT_TO_MASTER = RpcMethod(_MASTER, "ConnectToMaster", mpb.ConnectToMasterRequestPB, mpb.ConnectToMasterResponsePB)
 LIST_MASTERS = RpcMethod(_MASTER, "ListMasters", mpb.ListMastersRequestPB, mpb.ListMastersResponsePB)
 LIST_TABLET_SERVERS = RpcMethod(

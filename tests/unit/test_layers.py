@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "nyala.services": 1,
     "nyala.consensus.runtime": 2,
     "nyala.consensus": 2,
+    "nyala.server": 2,
     "nyala.tserver": 2,
     "nyala.master": 2,
     "nyala.client": 3,

@@ -184,6 +184,22 @@ class ConnectToMasterResponsePB(_message.Message):
     client_location: str
     def __init__(self, role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., cluster_id: _Optional[str] = ..., master_addresses: _Optional[_Iterable[_Union[_common_pb2.HostPortPB, _Mapping]]] = ..., leader_address: _Optional[str] = ..., client_location: _Optional[str] = ...) -> None: ...
 
+class GetMasterRegistrationRequestPB(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetMasterRegistrationResponsePB(_message.Message):
+    __slots__ = ("instance", "registration", "role", "cluster_id")
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    instance: _common_pb2.NodeInstancePB
+    registration: _common_pb2.ServerRegistrationPB
+    role: _common_pb2.RaftRolePB
+    cluster_id: str
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
 class MasterEntryPB(_message.Message):
     __slots__ = ("instance", "registration", "role", "term", "error")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
