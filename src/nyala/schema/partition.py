@@ -25,15 +25,22 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from nyala.common.errors import InvalidArgument, NotFound
 
-from .keys import decode_key, encode_key, encode_prefix, murmur2_64, prefix_successor
+from .keys import decode_key, encode_key, encode_prefix, murmur2_64, murmur2_64_fixed, prefix_successor
 from .predicate import KeyRange, Op, Predicate
 from .schema import Schema
-from .types import ColumnType
+from .types import ColumnType, DataType
 
 __all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds"]
 
+# Column types hashed in Arrow: their key encoding is a fixed-width integer.
+_FIXED_WIDTH = {DataType.INT8: 1, DataType.INT16: 2, DataType.INT32: 4, DataType.INT64: 8, DataType.DATE: 4}
+_FIXED_WIDTH[DataType.TIMESTAMP] = 8
+_STORAGE = {1: pa.int8(), 2: pa.int16(), 4: pa.int32(), 8: pa.int64()}
 MAX_PRUNING_COMBINATIONS = 4096  # beyond this many IN-list combinations, keep all buckets
 
 
@@ -248,6 +255,77 @@ class Partitioner:
 
     def partition_for_row(self, row: Mapping[str, Any]) -> Partition:
         return self.find(self.partition_key(row))
+
+    def partition_indices(self, table: pa.Table | pa.RecordBatch) -> list[int]:
+        """For each row of an Arrow table with the table's types: the index of its partition in
+        :attr:`partitions`, or -1 when no range covers it.  The same answer as
+        :meth:`partition_for_row`, computed column-wise (integer hash columns are hashed in Arrow).
+        """
+        n = table.num_rows
+        dims = self.partition_schema.hash_dimensions
+        buckets = [self._bucket_column(i, table) for i in range(len(dims))]
+        ranges = [0] * n if not self.partition_schema.range_columns else self._range_index_column(table)
+        if ranges is not None:
+            # Partitions sort by buckets, then range: the index is a mixed-radix number.
+            out = [0] * n
+            for dim, column in zip(dims, buckets, strict=True):
+                out = [o * dim.num_buckets + b for o, b in zip(out, column, strict=True)]
+            count = len(self.ranges)
+            return [o * count + r if r >= 0 else -1 for o, r in zip(out, ranges, strict=True)]
+        names = self.partition_schema.range_columns
+        range_values = zip(*(table.column(c).to_pylist() for c in names), strict=True)
+        prefixes = zip(*buckets, strict=True) if buckets else itertools.repeat(())
+        indices = []
+        seen: dict[tuple[tuple[int, ...], tuple[Any, ...]], int] = {}  # range keys often repeat
+        for bucket_tuple, values in zip(prefixes, range_values, strict=False):
+            found = seen.get((bucket_tuple, values))
+            if found is None:
+                key = b"".join(b.to_bytes(4, "big") for b in bucket_tuple) + encode_key(self._range_types, values)
+                i = bisect.bisect_right(self._starts, key) - 1
+                found = seen[(bucket_tuple, values)] = i if i >= 0 and self.partitions[i].contains_key(key) else -1
+            indices.append(found)
+        return indices
+
+    def _range_index_column(self, table: pa.Table | pa.RecordBatch) -> list[int] | None:
+        """Each row's index in :attr:`ranges` (-1: none), in Arrow, for one integer-like range
+        column; None for other range schemas."""
+        if len(self._range_types) != 1 or self._range_types[0].type not in _FIXED_WIDTH:
+            return None
+        column = table.column(self.partition_schema.range_columns[0])
+        arrow_type = self._range_types[0].to_arrow()
+        index = pa.repeat(pa.scalar(-1, pa.int32()), table.num_rows)
+        for i, bounds in enumerate(self.ranges):
+            inside = pa.repeat(pa.scalar(True), table.num_rows)
+            if bounds.lower:
+                lower = pa.scalar(self.decode_range_key(bounds.lower)[0], arrow_type)
+                inside = pc.and_(inside, pc.greater_equal(column, lower))
+            if bounds.upper:
+                upper = pa.scalar(self.decode_range_key(bounds.upper)[0], arrow_type)
+                inside = pc.and_(inside, pc.less(column, upper))
+            index = pc.if_else(inside, pa.scalar(i, pa.int32()), index)
+        return [int(i) for i in index.to_pylist()]
+
+    def _bucket_column(self, dimension: int, table: pa.Table | pa.RecordBatch) -> list[int]:
+        dim = self.partition_schema.hash_dimensions[dimension]
+        types = self._hash_types[dimension]
+        if len(types) == 1 and (width := _FIXED_WIDTH.get(types[0].type)):
+            values = table.column(dim.columns[0])
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            if values.null_count:
+                raise InvalidArgument(f"hash partition column {dim.columns[0]!r} has nulls")
+            hashes = murmur2_64_fixed(values.cast(_STORAGE[width]), width, dim.seed)
+            n = pa.scalar(dim.num_buckets, pa.uint64())
+            remainder = pc.subtract(hashes, pc.multiply(pc.divide(hashes, n), n))
+            return [int(b) for b in remainder.to_pylist()]
+        cache: dict[tuple[Any, ...], int] = {}
+        out = []
+        for values in zip(*(table.column(c).to_pylist() for c in dim.columns), strict=True):
+            bucket = cache.get(values)
+            if bucket is None:
+                bucket = cache[values] = self.bucket(dimension, values)
+            out.append(bucket)
+        return out
 
     # --- pruning -------------------------------------------------------------------------
 

@@ -414,7 +414,10 @@ class DuckDBTabletStore:
             self._cur.execute(f"UPDATE {self.alias}.{META} SET applied_index = ?", [index])
             self._cur.execute("COMMIT")
         except BaseException:
-            self._cur.execute("ROLLBACK")
+            try:
+                self._cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # the original error says more; DuckDB may already have ended the transaction
             raise
         return out
 

@@ -7,6 +7,7 @@ import decimal
 import itertools
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,3 +167,38 @@ def test_partition_keys_are_stable() -> None:
     assert buckets == [p.bucket(0, [a, "x"]) for a in range(8)]
     assert len(set(p.bucket(0, [a, "k"]) for a in range(200))) == 16
     assert decimal.Decimal("1.5") == ColumnType.parse("decimal(3,1)").check(decimal.Decimal("1.5"), "x")
+
+
+@settings(max_examples=80, deadline=None)
+@given(partitioner=partitioners(), rows=st.lists(st.sampled_from(ROWS), max_size=30))
+def test_batch_partitioning_matches_row_by_row(partitioner: Partitioner, rows: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(rows, SCHEMA.to_arrow().remove(3)) if rows else SCHEMA.to_arrow().empty_table()
+    want = []
+    for row in rows:
+        try:
+            want.append(partitioner.partitions.index(partitioner.partition_for_row(row)))
+        except NotFound:
+            want.append(-1)
+    assert partitioner.partition_indices(table) == want
+
+
+def test_batch_hashing_of_dates_and_timestamps_matches_row_by_row() -> None:
+    schema = Schema.of(
+        [ColumnSchema.of("d", "date", nullable=False), ColumnSchema.of("t", "timestamp", nullable=False)], ["d", "t"]
+    )
+    p = Partitioner(schema, PartitionSchema((HashDimension(("d",), 7, 3), HashDimension(("t",), 5, 9)), ("t",)))
+    split = datetime.datetime(1990, 1, 1, tzinfo=UTC)
+    p = p.add_range(p.bounds(None, [split])).add_range(p.bounds([split + datetime.timedelta(days=900)], None))
+    rows = [
+        {"d": datetime.date(1900 + i, 1 + i % 12, 1), "t": datetime.datetime(1960 + i, 2, 3, 4, 5, 6, i, tzinfo=UTC)}
+        for i in range(100)
+    ]
+    table = pa.Table.from_pylist(rows, schema.to_arrow())
+    want = []
+    for row in rows:
+        try:
+            want.append(p.partitions.index(p.partition_for_row(row)))
+        except NotFound:
+            want.append(-1)
+    assert -1 in want
+    assert p.partition_indices(table) == want
