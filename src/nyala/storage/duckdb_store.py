@@ -167,20 +167,23 @@ class TabletStoreManager:
         if os.path.exists(path) or tablet_id in self._tablets:
             raise AlreadyPresent(f"tablet {tablet_id} already exists; delete it before copying it in")
         main = [f for f in files if f.endswith(".duckdb")]
-        if len(main) != 1:
-            raise InvalidArgument(f"a tablet snapshot has one .duckdb file, got {list(files)}")
+        if len(main) != 1 or len(files) > 2:
+            raise InvalidArgument(f"a tablet snapshot is one .duckdb file and maybe its WAL, got {list(files)}")
+        wal = [f for f in files if f.endswith(".duckdb.wal")]
         try:
-            for src in files:
-                suffix = ".wal" if src.endswith(".duckdb.wal") else ""
-                _copy_durably(src, path + suffix)
+            # Copy under temporary names, then rename: a crash mid-copy leaves no tablet file.
+            # A stale WAL of an earlier replica must go, or DuckDB would replay it on this copy.
+            _remove_files(path)
+            if wal:
+                _copy_durably(wal[0], path + ".wal.copying")
+                os.replace(path + ".wal.copying", path + ".wal")
+            _copy_durably(main[0], path + ".copying")
+            os.replace(path + ".copying", path)
             _fsync_dir(self.data_dir)
         except OSError as e:
             _remove_files(path)
             raise IOFailure(f"tablet {tablet_id}: cannot install snapshot: {e}") from e
-        store = self.open_tablet(tablet_id)
-        if store.tablet_id != tablet_id:
-            raise AssertionError("open_tablet returned another tablet")
-        return store
+        return self.open_tablet(tablet_id)
 
     def close_tablet(self, tablet_id: str) -> None:
         with self._lock:
@@ -263,7 +266,7 @@ def _fsync_dir(path: str) -> None:
 
 
 def _remove_files(path: str) -> None:
-    for p in (path, path + ".wal"):
+    for p in (path, path + ".wal", path + ".copying", path + ".wal.copying"):
         if os.path.exists(p):
             os.remove(p)
 

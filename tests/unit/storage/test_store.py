@@ -125,6 +125,7 @@ def test_snapshot_opens_elsewhere_with_rows_and_index(manager: TabletStoreManage
     assert snapshot.applied_index == 2
     insert(store, 3, range(150, 160))  # after the snapshot: not in the copy
     with TabletStoreManager(str(tmp_path / "other"), OPTIONS) as other:
+        Path(other.path_of("snap") + ".wal").write_bytes(b"stale WAL of an earlier replica")
         copy = other.open_from_snapshot("snap", snapshot.files)
         assert copy.applied_index() == 2
         assert copy.schema == SCHEMA
