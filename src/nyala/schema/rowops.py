@@ -73,6 +73,8 @@ _BASE = {
     OpType.DELETE_IGNORE: OpType.DELETE,
     OpType.UPSERT_IGNORE: OpType.UPSERT,
 }
+_MIN_OP, _MAX_OP = int(min(OpType)), int(max(OpType))
+_INT8 = pa.int8()
 _CREATING = pa.array([int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT)], pa.int8())
 
 
@@ -92,6 +94,7 @@ class RowOperations:
 
     ops: pa.Array  # int8 op codes
     data: pa.Table  # the set columns, a subset of the table's, with the table's types
+    only_op: OpType | None = None  # the op of every row, when they all share one
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -161,28 +164,30 @@ def decode_row_operations(
         table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
         raise InvalidArgument(f"row operations are not a valid Arrow IPC stream: {e}") from None
-    ops = _check_ops(table)
+    ops, only_op = _check_ops(table)
     data = table.drop_columns([OP_COLUMN])
     _check_columns(data, schema)
     _check_values(data, ops, schema, options)
-    return RowOperations(ops, data)
+    return RowOperations(ops, data, only_op)
 
 
-def _check_ops(table: pa.Table) -> pa.Array:
+def _check_ops(table: pa.Table) -> tuple[pa.Array, OpType | None]:
     if table.num_columns == 0 or table.column_names[0] != OP_COLUMN:
         raise InvalidArgument(f"row operations need {OP_COLUMN!r} as their first column")
     if table.column_names.count(OP_COLUMN) != 1:
         raise InvalidArgument(f"row operations repeat the {OP_COLUMN!r} column")
     column = table.column(0)
-    if column.type != pa.int8():
+    if column.type != _INT8:
         raise InvalidArgument(f"column {OP_COLUMN!r} must be int8, not {column.type}")
     ops = column.combine_chunks()
     if ops.null_count:
         raise InvalidArgument(f"column {OP_COLUMN!r} has nulls")
+    if not len(ops):
+        return ops, None
     bounds = pc.min_max(ops).as_py()
-    if len(ops) and (bounds["min"] < min(OpType) or bounds["max"] > max(OpType)):
+    if bounds["min"] < _MIN_OP or bounds["max"] > _MAX_OP:
         raise InvalidArgument(f"column {OP_COLUMN!r} has unknown op codes; known: {[int(o) for o in OpType]}")
-    return ops
+    return ops, OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
 
 
 def _check_columns(data: pa.Table, schema: Schema) -> None:

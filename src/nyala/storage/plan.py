@@ -82,9 +82,7 @@ class Part:
         if any(not f.nullable for f in data.schema):
             # Nullability flags differ between clients; drop them so parts concatenate.
             data = data.cast(pa.schema([pa.field(f.name, f.type) for f in data.schema]))
-        bounds = pc.min_max(ops.ops).as_py()
-        only = OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
-        return cls(data.append_column(OP_COLUMN, ops.ops).append_column(ROW_COLUMN, rows), only)
+        return cls(data.append_column(OP_COLUMN, ops.ops).append_column(ROW_COLUMN, rows), ops.only_op)
 
     @property
     def inserts_only(self) -> bool:
@@ -135,15 +133,18 @@ def plan_apply(
     deletes: list[pa.Table] = []
     inserts: list[pa.Table] = []
     updates: dict[tuple[str, ...], list[pa.Table]] = {}
-    by_columns: dict[tuple[str, ...], list[pa.Table]] = {}
+    by_columns: dict[tuple[str, ...], list[Part]] = {}
     for part in parts:
         table = part.table
         if repeated is not None:
             table = table.filter(pc.invert(pc.is_in(table[ROW_COLUMN], repeated)))
         if table.num_rows:
-            by_columns.setdefault(part.columns, []).append(table)
-    for columns, tables in by_columns.items():
-        _plan_single(schema, columns, pa.concat_tables(tables), deletes, inserts, updates)
+            by_columns.setdefault(part.columns, []).append(Part(table, part.only_op))
+    for columns, group in by_columns.items():
+        ops = {p.only_op for p in group}
+        only = ops.pop() if len(ops) == 1 else None
+        table = group[0].table if len(group) == 1 else pa.concat_tables([p.table for p in group])
+        _plan_single(schema, columns, table, only, deletes, inserts, updates)
     if repeated is not None:
         _plan_repeated(schema, parts, repeated, existing, plan, deletes, inserts, updates)
     plan.deletes = pa.concat_tables(deletes) if deletes else None
@@ -162,15 +163,14 @@ def _plan_single(
     schema: Schema,
     columns: tuple[str, ...],
     table: pa.Table,
+    only: OpType | None,
     deletes: list[pa.Table],
     inserts: list[pa.Table],
     updates: dict[tuple[str, ...], list[pa.Table]],
 ) -> None:
     keys = schema.key_names
     ops = table[OP_COLUMN]
-    bounds = pc.min_max(ops).as_py()
-    if bounds["min"] == bounds["max"]:  # the usual case: one op for the whole group
-        only = OpType(bounds["min"])
+    if only is not None:  # the usual case: one op for the whole group
         mode = MODE.IGNORE if only.ignores_errors else MODE.REPORT
         table = table.append_column(MODE_COLUMN, pa.repeat(mode_scalar(mode), table.num_rows))
         empty = table.slice(0, 0)
