@@ -195,9 +195,14 @@ def run(args: argparse.Namespace, options: StorageOptions, base: str) -> None:
     results: list[tuple[str, float, float, str]] = []
 
     def write_job(
-        name: str, table: pa.Table, op: OpType, group: int, plain_fn: Callable[[list[list[pa.Table]]], None]
+        name: str,
+        table: pa.Table,
+        op: OpType,
+        group: int,
+        plain_fn: Callable[[list[list[pa.Table]]], None],
+        batch: int = BATCH,
     ) -> None:
-        parts = grouped(chunks(table, BATCH), group)
+        parts = grouped(chunks(table, batch), group)
         payloads = [[payload(t, op) for t in g] for g in parts]
         # Alternate the two sides in rounds, so load from other processes hits both alike.
         t_plain = t_ny = 0.0
@@ -219,17 +224,7 @@ def run(args: argparse.Namespace, options: StorageOptions, base: str) -> None:
     half = first.num_rows // 2
     write_job("insert, 1 entry/txn", first.slice(0, half), OpType.INSERT, 1, plain.insert)
     write_job(f"insert, {args.group} entries/txn", first.slice(half), OpType.INSERT, args.group, plain.insert)
-    load = [payload(t, OpType.INSERT) for t in chunks(rest, 100_000)]
-    t_load = timed(lambda: ny.apply([[p] for p in load]))
-    t_plain_load = timed(lambda: plain.insert([[t] for t in chunks(rest, 100_000)]))
-    results.append(
-        (
-            f"bulk load to {args.rows:,} (100k-row entries)",
-            rest.num_rows / t_load,
-            rest.num_rows / t_plain_load,
-            "rows/s",
-        )
-    )
+    write_job(f"bulk load to {args.rows:,} (100k-row entries)", rest, OpType.INSERT, 1, plain.insert, 100_000)
     write_job(f"upsert, 50% existing, {args.group} entries/txn", upserts, OpType.UPSERT, args.group, plain.upsert)
     write_job(f"delete, {args.group} entries/txn", deletes, OpType.DELETE, args.group, plain.delete)
     ny.store.checkpoint()
