@@ -258,3 +258,25 @@ def test_small_tablets_use_small_blocks(manager: TabletStoreManager) -> None:
         assert store.checkpoint()
         sizes.append(os.path.getsize(manager.path_of(name)))
     assert sizes[1] * 2 < sizes[0]
+
+
+def test_tablets_apply_in_parallel_threads(manager: TabletStoreManager) -> None:
+    stores = [manager.create_tablet(f"par{i}", SCHEMA) for i in range(3)]
+    failures: list[BaseException] = []
+
+    def writer(store: TabletStore) -> None:
+        try:
+            for i in range(15):
+                insert(store, i + 1, range(i * 200, (i + 1) * 200))
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    for store in stores:
+        assert store.applied_index() == 15
+        assert len(scan_rows(store, projection=["id"])) == 3000
