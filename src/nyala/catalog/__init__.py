@@ -1,0 +1,82 @@
+"""The master's catalog as data: entries, the state they fold into, and the checks on requests.
+
+Pure (layer 0): no I/O, no clock, no randomness; the master passes ids, replica choices and
+times in.  How it works:
+
+- The catalog is a set of entries keyed by (entry type, entry id) whose values are protobufs:
+  ``SysTablesEntryPB`` (name, schema and partitioner JSON, replication factor, version,
+  state), ``SysTabletsEntryPB`` (table id, partition, state, committed Raft config, last
+  reported leader) and ``SysClusterIdEntryPB``.  :mod:`.entries` decodes them into
+  :class:`TableInfo` and :class:`TabletInfo`.
+- Every logical operation is ONE ``CatalogWritePB`` (seed 002): :mod:`.writes` builds the
+  write of a create (table RUNNING + tablets CREATING), a delete (table REMOVED + tablets
+  DELETED, kept as tombstones) and an alter (version bumped, tablets of added ranges
+  CREATING, of dropped ranges DELETED).  A mutation with an empty value removes an entry.
+- :class:`CatalogState` is the fold of committed writes: tables by id and by name (removed
+  tables keep their id entry but free the name), tablets by id, and per table its tablets in
+  partition-key order for location lookups.  The master's in-memory view is one of these,
+  rebuilt from the sys catalog whenever a master becomes leader.
+- Tablet lifecycle: CREATING (replicas being created; the master sends CreateTablet until a
+  report shows a leader) -> RUNNING -> DELETED.  Table lifecycle: RUNNING -> REMOVED.
+- :mod:`.validate` and :mod:`.alter` check CreateTable and AlterTable requests (names,
+  schema and partitioner JSON, replication factor, tablet limits, alter steps) and raise
+  InvalidArgument naming the problem before anything changes.
+"""
+
+from __future__ import annotations
+
+from nyala.catalog.alter import AlterPlan, plan_alter
+from nyala.catalog.entries import (
+    TableInfo,
+    TabletInfo,
+    cluster_id_mutation,
+    copy_table_entry,
+    copy_tablet_entry,
+    encode_partition,
+    table_mutation,
+    tablet_mutation,
+    voters_config,
+)
+from nyala.catalog.state import CatalogState, state_from_entries
+from nyala.catalog.validate import (
+    MAX_ENTRY_VALUE_BYTES,
+    MAX_TABLE_NAME_LENGTH,
+    CatalogOptions,
+    NewTable,
+    check_entry_sizes,
+    check_num_replicas,
+    check_table_name,
+    check_tablet_count,
+    validate_create_table,
+)
+from nyala.catalog.writes import NewTablet, alter_table_write, create_table_write, delete_table_write, new_tablet_entry
+
+__all__ = [
+    "MAX_ENTRY_VALUE_BYTES",
+    "MAX_TABLE_NAME_LENGTH",
+    "AlterPlan",
+    "CatalogOptions",
+    "CatalogState",
+    "NewTable",
+    "NewTablet",
+    "TableInfo",
+    "TabletInfo",
+    "alter_table_write",
+    "check_entry_sizes",
+    "check_num_replicas",
+    "check_table_name",
+    "check_tablet_count",
+    "cluster_id_mutation",
+    "copy_table_entry",
+    "copy_tablet_entry",
+    "create_table_write",
+    "delete_table_write",
+    "encode_partition",
+    "new_tablet_entry",
+    "plan_alter",
+    "state_from_entries",
+    "table_mutation",
+    "tablet_mutation",
+    "validate_create_table",
+    "voters_config",
+]
