@@ -8,15 +8,21 @@ the table schema before anything is applied.
 
 Semantics of a column that is present: it is *set* on every row of the batch (a null cell
 sets NULL).  An absent column is *unset*: INSERT and UPSERT of a new row use the column's
-default (or NULL), UPDATE and UPSERT of an existing row leave it unchanged.  Rows that set
-different columns go in separate batches.  DELETE uses only the key columns.
+default (or NULL), UPDATE and UPSERT of an existing row leave it unchanged.  DELETE uses only
+the key columns.
+
+Rows that set different columns carry an optional ``__isset`` column (Kudu's per-row "is
+set" bitmap): ``fixed_size_binary(ceil(n / 8))`` where bit ``i`` (least significant first)
+says whether the row sets the ``i``-th data column (the columns after ``__op``, in batch
+order, ``__isset`` excluded).  A decoded batch splits into groups of rows that set the same
+columns (:meth:`RowOperations.by_column_set`), each checked like a batch of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +35,7 @@ from .schema import Schema
 from .types import DataType
 
 __all__ = [
+    "ISSET_COLUMN",
     "OP_COLUMN",
     "OpType",
     "RowOperationOptions",
@@ -39,6 +46,7 @@ __all__ = [
 ]
 
 OP_COLUMN = "__op"
+ISSET_COLUMN = "__isset"
 
 
 class OpType(enum.IntEnum):
@@ -90,11 +98,17 @@ class RowOperationOptions:
 
 @dataclasses.dataclass(frozen=True)
 class RowOperations:
-    """A decoded, validated batch: one op code per row and the columns it sets."""
+    """A decoded, validated batch: one op code per row and the columns it carries.
+
+    Without an ``__isset`` column every row sets every column of ``data``; otherwise
+    :meth:`by_column_set` gives the groups of rows that set the same columns.
+    """
 
     ops: pa.Array  # int8 op codes
-    data: pa.Table  # the set columns, a subset of the table's, with the table's types
+    data: pa.Table  # the columns, a subset of the table's, with the table's types
     only_op: OpType | None = None  # the op of every row, when they all share one
+    positions: pa.Array | None = None  # int64 row positions in the encoded batch; None: 0..n-1
+    groups: tuple[RowOperations, ...] = ()  # the column-set groups, when rows set different columns
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -102,6 +116,10 @@ class RowOperations:
     @property
     def columns(self) -> list[str]:
         return list(self.data.column_names)
+
+    def by_column_set(self) -> tuple[RowOperations, ...]:
+        """Groups of rows that set the same columns; each has only those columns."""
+        return self.groups or (self,)
 
 
 def make_row_operations(
@@ -115,21 +133,31 @@ def make_row_operations(
         columns = {name: _cast(schema, name, table.column(name)) for name in table.column_names}
         n = table.num_rows
     else:
-        names = list(rows[0]) if rows else schema.key_names
-        if any(list(r) != names and set(r) != set(names) for r in rows):
-            raise InvalidArgument("all rows of one batch must set the same columns")
+        names = list(dict.fromkeys(name for r in rows for name in r)) if rows else schema.key_names
         columns = {
-            name: pa.array([r[name] for r in rows], schema.column(name).arrow_type)
+            name: pa.array([r.get(name) for r in rows], schema.column(name).arrow_type)
             if schema.has_column(name)
-            else pa.array([r[name] for r in rows])
+            else pa.array([r.get(name) for r in rows])
             for name in names
         }
         n = len(rows)
+        if any(len(r) != len(names) for r in rows):  # rows set different columns
+            columns[ISSET_COLUMN] = isset_bitmap([[name in r for name in names] for r in rows])
     codes = [int(op)] * n if isinstance(op, OpType) else [int(o) for o in op]
     if len(codes) != n:
         raise InvalidArgument(f"{len(codes)} op codes for {n} rows")
     batch = pa.record_batch({OP_COLUMN: pa.array(codes, pa.int8()), **columns})
     return encode_row_operations(batch)
+
+
+def isset_bitmap(rows: Sequence[Sequence[bool]]) -> pa.Array:
+    """The ``__isset`` column for rows given as one flag per data column."""
+    width = max(1, (len(rows[0]) + 7) // 8) if rows else 1
+    values = []
+    for flags in rows:
+        bits = sum(1 << i for i, flag in enumerate(flags) if flag)
+        values.append(bits.to_bytes(width, "little"))
+    return pa.array(values, pa.binary(width))
 
 
 def _cast(schema: Schema, name: str, column: Any) -> Any:
@@ -165,10 +193,42 @@ def decode_row_operations(
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
         raise InvalidArgument(f"row operations are not a valid Arrow IPC stream: {e}") from None
     ops, only_op = _check_ops(table)
-    data = table.drop_columns([OP_COLUMN])
-    _check_columns(data, schema)
-    _check_values(data, ops, schema, options)
-    return RowOperations(ops, data, only_op)
+    isset = _check_isset(table)
+    data = table.drop_columns([OP_COLUMN, ISSET_COLUMN] if isset is not None else [OP_COLUMN])
+    _check_columns(data, schema, "lack primary key column" if isset is None else "")
+    if isset is None:
+        _check_values(data, ops, schema, options)
+        return RowOperations(ops, data, only_op)
+    groups = tuple(_split(ops, data, isset))
+    for group in groups:
+        _check_columns(group.data, schema, "have rows that do not set primary key column")
+        _check_values(group.data, group.ops, schema, options)
+    return RowOperations(ops, data, only_op, None, groups)
+
+
+def _check_isset(table: pa.Table) -> pa.Array | None:
+    if ISSET_COLUMN not in table.column_names:
+        return None
+    column = table.column(ISSET_COLUMN)
+    width = max(1, (table.num_columns - 2 + 7) // 8)
+    if column.type != pa.binary(width):
+        raise InvalidArgument(f"column {ISSET_COLUMN!r} must be fixed_size_binary({width}), not {column.type}")
+    if column.null_count:
+        raise InvalidArgument(f"column {ISSET_COLUMN!r} has nulls")
+    return column.combine_chunks()
+
+
+def _split(ops: pa.Array, data: pa.Table, isset: pa.Array) -> Iterator[RowOperations]:
+    """One RowOperations per distinct ``__isset`` value, holding only the columns it sets."""
+    positions = pa.array(list(range(len(ops))), pa.int64())
+    for bitmap in pc.unique(isset).to_pylist():
+        rows = pc.equal(isset, pa.scalar(bitmap, isset.type))
+        bits = int.from_bytes(bitmap, "little")
+        names = [name for i, name in enumerate(data.column_names) if bits >> i & 1]
+        group_ops = ops.filter(rows)
+        bounds = pc.min_max(group_ops).as_py()
+        only = OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
+        yield RowOperations(group_ops, data.filter(rows).select(names), only, positions.filter(rows))
 
 
 def _check_ops(table: pa.Table) -> tuple[pa.Array, OpType | None]:
@@ -190,7 +250,8 @@ def _check_ops(table: pa.Table) -> tuple[pa.Array, OpType | None]:
     return ops, OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
 
 
-def _check_columns(data: pa.Table, schema: Schema) -> None:
+def _check_columns(data: pa.Table, schema: Schema, missing_key: str) -> None:
+    """Names and types; with ``missing_key`` (the error's wording), key columns must be there."""
     seen: set[str] = set()
     for field in data.schema:
         if field.name in seen:
@@ -202,8 +263,8 @@ def _check_columns(data: pa.Table, schema: Schema) -> None:
         if field.type != expected:
             raise InvalidArgument(f"column {field.name!r} has type {field.type}, expected {expected}")
     for name in schema.key_names:
-        if name not in seen:
-            raise InvalidArgument(f"row operations lack primary key column {name!r}")
+        if missing_key and name not in seen:
+            raise InvalidArgument(f"row operations {missing_key} {name!r}")
 
 
 def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOperationOptions) -> None:

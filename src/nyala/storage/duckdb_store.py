@@ -404,7 +404,7 @@ class DuckDBTabletStore:
                 results[i].error = e
                 continue
             if len(ops):
-                parts.append(Part.of(ops, next_row))
+                parts.extend(Part.of(group, next_row) for group in ops.by_column_set())
                 starts.append(next_row)
                 owners.append(i)
                 next_row += len(ops)

@@ -77,7 +77,8 @@ class Part:
 
     @classmethod
     def of(cls, ops: RowOperations, first_row: int) -> Part:
-        rows = pc.add(_row_numbers(len(ops)), pa.scalar(first_row, pa.int64()))
+        positions = _row_numbers(len(ops)) if ops.positions is None else ops.positions
+        rows = pc.add(positions, pa.scalar(first_row, pa.int64()))
         data = ops.data
         if any(not f.nullable for f in data.schema):
             # Nullability flags differ between clients; drop them so parts concatenate.

@@ -11,6 +11,7 @@ import pytest
 
 from nyala.common.errors import InvalidArgument
 from nyala.schema import (
+    ISSET_COLUMN,
     OP_COLUMN,
     ColumnSchema,
     ColumnType,
@@ -174,6 +175,33 @@ def _raw(columns: dict[str, pa.Array]) -> bytes:
 def test_bad_row_operations_are_refused(payload: bytes, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         decode_row_operations(payload, SCHEMA)
+
+
+def test_rows_that_set_different_columns_split_into_groups() -> None:
+    rows = [row(price=decimal.Decimal("1.00")), row(id=2, f=2.5), row(id=3)]
+    ops = decode_row_operations(make_row_operations(SCHEMA, OpType.UPSERT, rows), SCHEMA)
+    groups = {tuple(g.columns): g.positions.to_pylist() for g in ops.by_column_set() if g.positions is not None}
+    assert groups == {("id", "name", "price"): [0], ("id", "name", "f"): [1], ("id", "name"): [2]}
+    bad_width = _raw(
+        {
+            OP_COLUMN: pa.array([1], pa.int8()),
+            "id": pa.array([1], pa.int64()),
+            "name": pa.array(["a"]),
+            ISSET_COLUMN: pa.array([b"\x03\x00"], pa.binary(2)),
+        }
+    )
+    with pytest.raises(InvalidArgument, match="must be fixed_size_binary\\(1\\)"):
+        decode_row_operations(bad_width, SCHEMA)
+    no_key = _raw(
+        {
+            OP_COLUMN: pa.array([1, 1], pa.int8()),
+            "id": pa.array([1, 2], pa.int64()),
+            "name": pa.array(["a", "b"]),
+            ISSET_COLUMN: pa.array([b"\x03", b"\x01"], pa.binary(1)),
+        }
+    )
+    with pytest.raises(InvalidArgument, match="do not set primary key column 'name'"):
+        decode_row_operations(no_key, SCHEMA)
 
 
 def test_oversized_batches_and_missing_required_columns_are_refused() -> None:

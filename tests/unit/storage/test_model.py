@@ -55,13 +55,16 @@ VALUES = {
 
 @st.composite
 def entries(draw: st.DrawFn, schema: Schema) -> tuple[list[OpType], list[dict[str, Any]]]:
-    """One entry: rows that all set the same columns, with random ops."""
+    """One entry with random ops; its rows set the same columns, or (with __isset) not."""
     columns = draw(st.lists(st.sampled_from(NON_KEY), unique=True))
+    per_row = draw(st.booleans())
     n = draw(st.integers(1, 6))
     ops = draw(st.lists(st.sampled_from(list(OpType)), min_size=n, max_size=n))
     rows = []
     for _ in range(n):
         row = draw(_key_values(schema))
+        if per_row:
+            columns = draw(st.lists(st.sampled_from(NON_KEY), unique=True))
         for c in columns:
             row[c] = draw(VALUES[c])
         rows.append(row)
