@@ -15,10 +15,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from nyala.common.errors import InvalidArgument
 
 from .schema import Schema
-from .types import DataType
+from .types import ColumnType, DataType
 
 __all__ = ["KeyRange", "Op", "Predicate"]
 
@@ -89,8 +92,7 @@ class Predicate:
                 raise InvalidArgument(f"{what}: IN list has {len(self.values)} values, more than {MAX_IN_LIST}")
             if any(v is None for v in self.values):
                 raise InvalidArgument(f"{what}: IN lists may not contain NULL")
-            checked = {col.type.check(v, what) for v in self.values}
-            return Predicate(col.name, Op.IN, values=tuple(sorted(checked)))
+            return Predicate(col.name, Op.IN, values=_checked_set(col.type, self.values, what))
         if self.value is not None or self.values:
             raise InvalidArgument(f"{what}: {self.op.value.upper()} takes no value")
         return Predicate(col.name, self.op)
@@ -132,6 +134,19 @@ class Predicate:
         value = t.from_json(d.get("value"), what)
         values = tuple(t.from_json(v, what) for v in d.get("values", ()))
         return cls(column, op, value, values).bind(schema)
+
+
+def _checked_set(t: ColumnType, values: tuple[Any, ...], what: str) -> tuple[Any, ...]:
+    """The distinct values, checked and sorted; in Arrow for large lists of simple types."""
+    if len(values) > 64 and (t.is_integer or t.type in (DataType.STRING, DataType.BINARY)):
+        if t.is_integer and any(type(v) is not int for v in values):
+            raise InvalidArgument(f"{what}: IN list values must be ints")
+        try:
+            array = pa.array(values, t.to_arrow())  # range- and type-checks in C
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError) as e:
+            raise InvalidArgument(f"{what}: IN list has a value that is not a valid {t}: {e}") from None
+        return tuple(pc.unique(array).sort().to_pylist())
+    return tuple(sorted({t.check(v, what) for v in values}))
 
 
 def _nan_compare(op: Op, value: Any) -> bool:

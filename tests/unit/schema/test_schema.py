@@ -229,3 +229,15 @@ def test_predicates_bind_and_serialise() -> None:
     assert KeyRange.from_dict(r.to_dict(SCHEMA), SCHEMA) == r
     with pytest.raises(InvalidArgument, match="key range lower bound"):
         KeyRange((1,), None).bind(SCHEMA)
+
+
+def test_large_in_lists_are_checked_like_small_ones() -> None:
+    values = [5, 3, 3, *range(100, 200)]
+    assert Predicate.in_list("id", values).bind(SCHEMA).values == tuple(sorted(set(values)))
+    names = [f"n{i}" for i in range(100)]
+    assert Predicate.in_list("name", names).bind(SCHEMA).values == tuple(sorted(names))
+    for bad in ([*range(100), 2**63], [*range(100), True], [*range(100), "7"]):
+        with pytest.raises(InvalidArgument, match="predicate on column 'id'"):
+            Predicate.in_list("id", bad).bind(SCHEMA)
+    with pytest.raises(InvalidArgument, match="predicate on column 'name'"):
+        Predicate.in_list("name", [*names, "\ud800"]).bind(SCHEMA)
