@@ -1,0 +1,33 @@
+"""The tablet server: hosts tablet replicas and serves writes, scans and tablet admin calls.
+
+Theory of operation
+-------------------
+A :class:`TabletServer` is a :class:`~nyala.server.ServerBase` (data directory, uuid, RPC,
+Raft transport, apply pool) plus:
+
+- a :class:`~.manager.TabletManager` owning one DuckDB instance (``TabletStoreManager``) for
+  every tablet of the process and one :class:`~.tablet.TabletReplica` per tablet: its
+  metadata file, its store and its :class:`~nyala.consensus.runtime.RaftReplica`.  Tablets
+  are created by the master's CreateTablet, deleted to a tombstone by DeleteTablet, and
+  bootstrapped at startup (open the store at its applied index, replay the WAL after it);
+- the tablet state machine (:mod:`.state_machine`): committed Raft entries carry a one-byte
+  kind (:mod:`.envelope`): row operations, applied in runs as one store transaction each,
+  or a schema change, applied between the writes around it, in log order;
+- the write path: the leader validates a batch once (schema version, size, types, nulls,
+  columns, partition), replicates exactly those bytes, waits until the entry is applied and
+  answers with per-row errors and the entry's index;
+- the scan path (:mod:`.service`, :mod:`.scan_spec`, :mod:`.scanners`): any RUNNING replica
+  opens a store query with projection, predicates, key range, order and limit pushed down,
+  and streams it back in byte-bounded Arrow IPC sidecars through a scanner with a TTL;
+- the heartbeater (:mod:`.heartbeat`): a loop per master with full and incremental tablet
+  reports, early heartbeats when a tablet's leader or config changes, and the peers'
+  addresses learned from the answers;
+- the admin and consensus calls (:mod:`.admin`).
+
+See docs/tserver.md for the lifecycle, the settings and the command line.
+"""
+
+from nyala.tserver.options import TabletServerOptions
+from nyala.tserver.server import TabletServer
+
+__all__ = ["TabletServer", "TabletServerOptions"]

@@ -1,0 +1,91 @@
+"""The tablet server's settings (Kudu's flag names where Kudu has them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nyala.common.config import setting
+from nyala.common.errors import InvalidArgument
+from nyala.common.hostport import HostPort, parse_address
+from nyala.consensus.runtime import ReplicaOptions
+from nyala.schema import RowOperationOptions
+from nyala.server import ServerOptions
+from nyala.storage import StorageOptions
+from nyala.wal import WalOptions
+
+__all__ = ["MASTER_DEFAULT_PORT", "TSERVER_DEFAULT_PORT", "TabletServerOptions"]
+
+TSERVER_DEFAULT_PORT = 7050
+MASTER_DEFAULT_PORT = 7051
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class TabletServerOptions(ServerOptions):
+    """Everything a tablet server process is configured with, beside the common server settings."""
+
+    master_addresses: tuple[str, ...] = setting(
+        (), "Addresses (host:port) of every master; the server heartbeats to each of them."
+    )
+    heartbeat_interval_ms: int = setting(
+        1000, "Interval between heartbeats to each master (Kudu's heartbeat_interval_ms)."
+    )
+    heartbeat_rpc_timeout_ms: int = setting(
+        15_000, "Deadline of one heartbeat call to a master (Kudu's heartbeat_rpc_timeout_ms).", "advanced"
+    )
+    scanner_ttl_ms: int = setting(
+        60_000, "A scanner not continued for this long is closed and its resources freed (Kudu's scanner_ttl_ms)."
+    )
+    scanner_default_batch_size_bytes: int = setting(
+        MiB, "Bytes of rows returned per scan call when the caller does not say (Kudu's default)."
+    )
+    scanner_max_batch_size_bytes: int = setting(
+        8 * MiB, "Upper bound on the bytes of rows one scan call returns, whatever the caller asks.", "advanced"
+    )
+    tablet_checkpoint_wal_size_bytes: int = setting(
+        64 * MiB,
+        "A tablet whose storage WAL grows past this is checkpointed by the maintenance task, which bounds "
+        "restart time and reclaims space.",
+        "advanced",
+    )
+    maintenance_interval_ms: int = setting(
+        10_000, "How often the maintenance task looks for tablets to checkpoint.", "advanced"
+    )
+    storage: StorageOptions = field(default_factory=StorageOptions)
+    wal: WalOptions = field(default_factory=WalOptions)
+    row_operations: RowOperationOptions = field(default_factory=RowOperationOptions)
+    log_cache_entries: int = setting(
+        20_000,
+        "Raft entries each tablet keeps in memory behind its applied index for lagging followers.",
+        "advanced",
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "heartbeat_interval_ms",
+            "heartbeat_rpc_timeout_ms",
+            "scanner_ttl_ms",
+            "scanner_default_batch_size_bytes",
+            "scanner_max_batch_size_bytes",
+            "maintenance_interval_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise InvalidArgument(f"{name} must be positive, got {getattr(self, name)}")
+        if self.scanner_default_batch_size_bytes > self.scanner_max_batch_size_bytes:
+            raise InvalidArgument(
+                f"scanner_default_batch_size_bytes ({self.scanner_default_batch_size_bytes}) exceeds "
+                f"scanner_max_batch_size_bytes ({self.scanner_max_batch_size_bytes})"
+            )
+        self.masters()  # validates every address
+
+    def masters(self) -> list[HostPort]:
+        """The master addresses, parsed (default port 7051)."""
+        return [parse_address(a, MASTER_DEFAULT_PORT) for a in self.master_addresses]
+
+    def replica_options(self) -> ReplicaOptions:
+        return ReplicaOptions(raft=self.raft, wal=self.wal, log_cache_entries=self.log_cache_entries)
+
+    @property
+    def max_write_bytes(self) -> int:
+        """Largest row-operations sidecar a Write may carry: it must fit one Raft entry with its envelope."""
+        return min(self.row_operations.max_row_operations_bytes, self.raft.consensus_max_batch_size_bytes - 1)

@@ -1,0 +1,184 @@
+"""TabletServerService: Write, Scan, ListTablets and GetStatus.
+
+Writes go to the tablet's leader (:meth:`TabletReplica.write`).  Scans are served by any
+RUNNING replica from its own applied state: READ_LATEST reads what is applied now;
+READ_YOUR_WRITES first waits, within the call's deadline, until the replica has applied
+``min_applied_index`` (a write's ``op_index``).  Reading from the store blocks, so opening a
+scan and reading its batches run in worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nyala.common.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
+from nyala.proto import common_pb2
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc import CallContext, RpcServer
+from nyala.services import GET_TABLET_SERVER_STATUS, LIST_TABLETS, SCAN, WRITE
+from nyala.storage import ScanSpec
+from nyala.tserver.manager import TabletManager
+from nyala.tserver.options import TabletServerOptions
+from nyala.tserver.scan_spec import plan_scan
+from nyala.tserver.scanners import ScannerRegistry, ScanSession
+from nyala.tserver.tablet import TabletReplica
+
+__all__ = ["Counters", "TabletService"]
+
+
+@dataclass
+class Counters:
+    """What GetStatus reports; tests use scans_served to see which replica served a scan."""
+
+    scans_served: int = 0
+    writes_served: int = 0
+
+
+class TabletService:
+    """The client-facing calls of a tablet server."""
+
+    def __init__(
+        self,
+        tablets: TabletManager,
+        scanners: ScannerRegistry,
+        options: TabletServerOptions,
+        status: Callable[[], tuple[common_pb2.NodeInstancePB, common_pb2.ServerRegistrationPB]],
+    ) -> None:
+        self._tablets = tablets
+        self._scanners = scanners
+        self._options = options
+        self._status = status
+        self.counters = Counters()
+
+    def register(self, rpc: RpcServer) -> None:
+        rpc.add_method(WRITE, self.write)
+        rpc.add_method(SCAN, self.scan)
+        rpc.add_method(LIST_TABLETS, self.list_tablets)
+        rpc.add_method(GET_TABLET_SERVER_STATUS, self.get_status)
+
+    # -- Write ------------------------------------------------------------------------------
+
+    async def write(self, request: tpb.WriteRequestPB, ctx: CallContext) -> tpb.WriteResponsePB:
+        tablet = self._tablets.get(request.tablet_id)
+        if len(ctx.request_sidecars) != 1:
+            raise InvalidArgument(
+                f"a Write carries its row operations in exactly one sidecar, got {len(ctx.request_sidecars)}"
+            )
+        response = await tablet.write(
+            ctx.request_sidecars[0],
+            request.schema_version,
+            self._options.row_operations,
+            self._options.max_write_bytes,
+        )
+        self.counters.writes_served += 1
+        return response
+
+    # -- Scan ---------------------------------------------------------------------------------
+
+    async def scan(self, request: tpb.ScanRequestPB, ctx: CallContext) -> tpb.ScanResponsePB:
+        if request.HasField("new_scan_request"):
+            if request.scanner_id:
+                raise InvalidArgument("a scan call carries new_scan_request or scanner_id, not both")
+            if request.call_seq_id != 0:
+                raise InvalidArgument(f"the first call of a scan has call_seq_id 0, got {request.call_seq_id}")
+            session = await self._open(request.new_scan_request, ctx)
+        elif request.scanner_id:
+            if request.close_scanner:
+                self._scanners.close(request.scanner_id)
+                self.counters.scans_served += 1
+                return tpb.ScanResponsePB()
+            session = self._scanners.continue_scan(request.scanner_id, request.call_seq_id)
+        else:
+            raise InvalidArgument("a scan call needs new_scan_request (to open) or scanner_id (to continue)")
+        if request.close_scanner:
+            self._scanners.close(session.scanner_id)
+            self.counters.scans_served += 1
+            return tpb.ScanResponsePB()
+        response = await self._next_batch(session, request.batch_size_bytes, ctx)
+        self.counters.scans_served += 1
+        return response
+
+    async def _open(self, new: tpb.NewScanRequestPB, ctx: CallContext) -> ScanSession:
+        tablet = self._tablets.get(new.tablet_id)
+        store, raft = tablet.require_running()
+        meta = tablet.meta
+        if new.schema_version > meta.schema_version:
+            raise ServiceUnavailable(
+                f"scan uses schema version {new.schema_version} but this replica of tablet {tablet.tablet_id} "
+                f"has applied only version {meta.schema_version}; retry or use another replica"
+            )
+        planned = plan_scan(new, meta.schema)
+        if new.read_mode == tpb.READ_YOUR_WRITES and new.min_applied_index > raft.applied_index:
+            await self._wait_applied(tablet, new.min_applied_index, ctx)
+        scanner = await asyncio.to_thread(store.scan, planned.spec)
+        key_schema = meta.schema if planned.ordered else None
+        return self._scanners.register(tablet.tablet_id, scanner, planned.output_columns, key_schema)
+
+    async def _wait_applied(self, tablet: TabletReplica, index: int, ctx: CallContext) -> None:
+        _, raft = tablet.require_running()
+        remaining = ctx.remaining()
+        try:
+            await asyncio.wait_for(raft.wait_applied(index), None if remaining is None else remaining * 0.95)
+        except TimeoutError:
+            raise TimedOut(
+                f"replica of tablet {tablet.tablet_id} has applied up to index {raft.applied_index}, "
+                f"the scan waits for {index}"
+            ) from None
+
+    async def _next_batch(self, session: ScanSession, batch_size_bytes: int, ctx: CallContext) -> tpb.ScanResponsePB:
+        budget = min(batch_size_bytes or self._options.scanner_default_batch_size_bytes,
+                     self._options.scanner_max_batch_size_bytes)  # fmt: skip
+        try:
+            chunk = await asyncio.to_thread(session.next_chunk, budget)
+        except NyalaError:
+            self._scanners.close(session.scanner_id)
+            raise
+        if not chunk.has_more:
+            self._scanners.close(session.scanner_id)
+        if chunk.ipc_stream is not None:
+            ctx.add_sidecar(memoryview(chunk.ipc_stream))
+        return tpb.ScanResponsePB(
+            scanner_id=session.scanner_id if chunk.has_more else b"",
+            has_more_results=chunk.has_more,
+            num_rows=chunk.num_rows,
+            last_primary_key=chunk.last_primary_key,
+        )
+
+    # -- ListTablets and GetStatus ----------------------------------------------------------------
+
+    async def list_tablets(self, request: tpb.ListTabletsRequestPB, ctx: CallContext) -> tpb.ListTabletsResponsePB:
+        response = tpb.ListTabletsResponsePB()
+        for tablet in sorted(self._tablets.tablets(), key=lambda t: t.tablet_id):
+            meta = tablet.meta
+            status = response.tablets.add(
+                tablet_id=tablet.tablet_id,
+                table_id=meta.table_id,
+                table_name=meta.table_name,
+                state=tablet.state,
+                error=tablet.failure,
+            )
+            if tablet.state == tpb.RUNNING and tablet.store is not None and tablet.raft is not None:
+                status.applied_index = tablet.raft.applied_index
+                status.num_rows = await asyncio.to_thread(_count_rows, tablet)
+        return response
+
+    def get_status(
+        self, request: tpb.GetTabletServerStatusRequestPB, ctx: CallContext
+    ) -> tpb.GetTabletServerStatusResponsePB:
+        instance, registration = self._status()
+        return tpb.GetTabletServerStatusResponsePB(
+            instance=instance,
+            registration=registration,
+            scans_served=self.counters.scans_served,
+            writes_served=self.counters.writes_served,
+        )
+
+
+def _count_rows(tablet: TabletReplica) -> int:
+    store = tablet.store
+    if store is None:
+        return 0
+    with store.scan(ScanSpec(projection=tablet.meta.schema.key_names[:1])) as scanner:
+        return int(scanner.read_all().num_rows)

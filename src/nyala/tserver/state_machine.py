@@ -1,0 +1,86 @@
+"""What a tablet replica applies committed Raft entries to: its store and its schema.
+
+``apply`` receives the committed WRITE entries of one Ready.  Consecutive row-operation
+entries go to the store in ONE call (one DuckDB transaction that also records the last
+index); a schema change ends such a run and is applied on its own, in log order.  Results,
+one per entry, are :class:`~nyala.storage.EntryResult`: per-row errors, or ``error`` when the
+whole entry was refused (a batch that no longer decodes against a schema changed before it
+in the log, or a schema change the current schema cannot take).  These outcomes depend only
+on the log, so every replica reaches the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from nyala.common.errors import InvalidArgument
+from nyala.consensus.core import LogEntry
+from nyala.schema import Schema
+from nyala.storage import ApplyEntry, EntryResult, TabletStore
+from nyala.tserver.envelope import AlterPayload, decode_payload
+from nyala.tserver.metadata import MetadataFile, PendingAlter
+
+__all__ = ["TabletStateMachine", "check_schema_change"]
+
+
+def check_schema_change(old: Schema, new: Schema) -> None:
+    """Refuse changes the store cannot make: key changes, type or nullability changes,
+    and new non-null columns without a default.  Columns are matched by id."""
+    if [(c.id, c.name, c.type) for c in old.key_columns] != [(c.id, c.name, c.type) for c in new.key_columns]:
+        raise InvalidArgument(f"primary key columns cannot change: {old.key_names} -> {new.key_names}")
+    old_by_id = {c.id: c for c in old.columns}
+    for col in new.columns:
+        before = old_by_id.get(col.id)
+        if before is None:
+            if not col.nullable and col.default is None:
+                raise InvalidArgument(f"new non-null column {col.name!r} needs a default")
+        elif (before.type, before.nullable) != (col.type, col.nullable):
+            raise InvalidArgument(f"column {before.name!r}: changing the type or nullability is not supported")
+
+
+class TabletStateMachine:
+    """Applies row operations and schema changes of one tablet, durably and in order."""
+
+    def __init__(self, store: TabletStore, metadata: MetadataFile, on_schema_change: Callable[[], None]) -> None:
+        self._store = store
+        self._metadata = metadata
+        self._on_schema_change = on_schema_change
+
+    def applied_index(self) -> int:
+        return self._store.applied_index()
+
+    def apply(self, entries: Sequence[LogEntry]) -> list[EntryResult]:
+        results: list[EntryResult] = []
+        run: list[ApplyEntry] = []
+        for entry in entries:
+            payload = decode_payload(entry.payload)
+            if isinstance(payload, AlterPayload):
+                results.extend(self._apply_writes(run))
+                run = []
+                results.append(self._apply_alter(payload, entry.index))
+            else:
+                run.append(ApplyEntry(entry.index, payload.row_operations))
+        results.extend(self._apply_writes(run))
+        return results
+
+    def _apply_writes(self, run: list[ApplyEntry]) -> list[EntryResult]:
+        return self._store.apply(run) if run else []
+
+    def _apply_alter(self, alter: AlterPayload, index: int) -> EntryResult:
+        current = self._metadata.current
+        if alter.version <= current.schema_version:
+            return EntryResult(index)  # a repeated request for a version already in place
+        try:
+            check_schema_change(current.schema, alter.schema)
+        except InvalidArgument as e:
+            return EntryResult(index, error=e)
+        self._metadata.update(lambda m: replace(m, pending_alter=PendingAlter(index, alter.version, alter.schema)))
+        try:
+            self._store.alter_schema(alter.schema, index)
+        except InvalidArgument as e:
+            self._metadata.update(lambda m: m.settle_alter(self._store.applied_index()))
+            return EntryResult(index, error=e)
+        self._metadata.update(lambda m: m.settle_alter(index))
+        self._on_schema_change()
+        return EntryResult(index)

@@ -1,0 +1,275 @@
+"""One tablet hosted by this server: metadata, store, Raft replica, state; writes and alters.
+
+A :class:`TabletReplica` starts BOOTSTRAPPING (or TOMBSTONED), becomes RUNNING once its store
+is open and its Raft replica has replayed the WAL, and FAILED when either cannot work (the
+error is kept and reported).  Writes and schema changes go through the leader:
+
+- a write is validated once, on the leader, against the current schema (types, nulls, sizes,
+  columns, the client's schema version, the tablet's partition), and the same bytes become
+  the Raft entry (re-encoded only when some rows belong to another partition, which are then
+  answered with per-row errors and not written);
+- the leader waits for the entry to be applied and answers with its row errors and index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pyarrow as pa
+
+from nyala.common.errors import (
+    Aborted,
+    IllegalState,
+    InvalidArgument,
+    NotFound,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+)
+from nyala.consensus.core import RaftConfig, Role, encode_config
+from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
+from nyala.proto import common_pb2, consensus_pb2, rpc_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
+from nyala.proto import master_pb2 as mpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc.status import error_to_status
+from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
+from nyala.storage import DuckDBTabletStore, EntryResult
+from nyala.tserver.envelope import encode_alter, encode_write
+from nyala.tserver.metadata import MetadataFile, TabletMetadata
+from nyala.tserver.partition_filter import PartitionFilter
+from nyala.tserver.state_machine import check_schema_change
+
+__all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
+
+ROLE_TO_PB = {
+    Role.LEADER: common_pb2.LEADER,
+    Role.FOLLOWER: common_pb2.FOLLOWER,
+    Role.CANDIDATE: common_pb2.CANDIDATE,
+    Role.LEARNER: common_pb2.LEARNER,
+    Role.NON_PARTICIPANT: common_pb2.NON_PARTICIPANT,
+}
+
+State = tpb.TabletStatePB
+
+
+def config_to_pb(config: RaftConfig) -> consensus_pb2.RaftConfigPB:
+    pb = consensus_pb2.RaftConfigPB()
+    pb.ParseFromString(encode_config(config))
+    return pb
+
+
+class TabletReplica:
+    """A tablet's replica on this server and everything it needs to serve."""
+
+    def __init__(self, directory: Path, metadata: MetadataFile) -> None:
+        self.directory = directory
+        self.metadata = metadata
+        self.tablet_id = metadata.current.tablet_id
+        self.store: DuckDBTabletStore | None = None
+        self.raft: RaftReplica | None = None
+        self._state: State = tpb.BOOTSTRAPPING
+        self.error = ""
+        self._filter: PartitionFilter | None = None
+        self._alter_lock = asyncio.Lock()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def meta(self) -> TabletMetadata:
+        return self.metadata.current
+
+    @property
+    def state(self) -> State:
+        if self._state == tpb.RUNNING and self.raft is not None and self.raft.failed is not None:
+            return tpb.FAILED
+        return self._state
+
+    @property
+    def state_name(self) -> str:
+        return str(tpb.TabletStatePB.Name(self.state))
+
+    @property
+    def failure(self) -> str:
+        if self.raft is not None and self.raft.failed is not None:
+            return str(self.raft.failed)
+        return self.error
+
+    def set_state(self, state: State, error: str = "") -> None:
+        self._state = state
+        self.error = error
+
+    def attach(self, store: DuckDBTabletStore, raft: RaftReplica) -> None:
+        """The store is open and the replica has bootstrapped: serve."""
+        meta = self.meta
+        self._filter = PartitionFilter(meta.schema, meta.partition_schema, meta.partition)
+        self.store, self.raft = store, raft
+        self.set_state(tpb.RUNNING)
+
+    def require_running(self) -> tuple[DuckDBTabletStore, RaftReplica]:
+        state = self.state
+        if state == tpb.RUNNING and self.store is not None and self.raft is not None:
+            return self.store, self.raft
+        if state == tpb.TOMBSTONED:
+            raise NotFound(f"tablet {self.tablet_id} was deleted from this server (tombstoned)")
+        if state == tpb.FAILED:
+            raise IllegalState(f"tablet {self.tablet_id} has FAILED: {self.failure}")
+        raise ServiceUnavailable(f"tablet {self.tablet_id} is {self.state_name}, not yet RUNNING")
+
+    def require_leader(self) -> RaftReplica:
+        _, raft = self.require_running()
+        if raft.role is not Role.LEADER:
+            leader = raft.leader_id or "unknown"
+            raise NotTheLeader(
+                f"tablet {self.tablet_id}: this replica ({raft.peer_id}) is {raft.role.value}; the leader is {leader}",
+                leader_hint=raft.leader_id,
+            )
+        return raft
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def write(
+        self, row_operations: memoryview, schema_version: int, options: RowOperationOptions, max_bytes: int
+    ) -> tpb.WriteResponsePB:
+        """Validate, replicate and apply one batch of row operations; the leader only."""
+        raft = self.require_leader()
+        meta = self.meta
+        self._check_schema_version(schema_version, meta)
+        if len(row_operations) > max_bytes:
+            raise InvalidArgument(
+                f"write of {len(row_operations)} bytes of row operations exceeds the limit of {max_bytes} bytes "
+                f"per write; send smaller batches"
+            )
+        ops = decode_row_operations(row_operations, meta.schema, options)
+        if len(ops) == 0:
+            return tpb.WriteResponsePB()
+        assert self._filter is not None
+        outside = self._filter.rows_outside(ops.data)
+        errors = [self._outside_error(ops.data, row) for row in outside]
+        kept: list[int] | None = None
+        payload: bytes | memoryview = row_operations
+        if outside:
+            kept, payload = _without_rows(ops.ops, ops.data, set(outside))
+            if not kept:
+                return tpb.WriteResponsePB(per_row_errors=errors)
+        result: EntryResult = await self._replicate(raft, encode_write(payload))
+        if result.error is not None:
+            raise result.error
+        for row_error in result.row_errors:
+            code, message, _ = error_to_status(row_error.error)
+            row = kept[row_error.row] if kept is not None else row_error.row
+            errors.append(tpb.RowErrorPB(row_index=row, code=code, message=message))
+        errors.sort(key=lambda e: e.row_index)
+        return tpb.WriteResponsePB(per_row_errors=errors, op_index=result.index)
+
+    def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:
+        if version < meta.schema_version:
+            raise InvalidArgument(
+                f"write uses schema version {version} but tablet {self.tablet_id} is at schema version "
+                f"{meta.schema_version}; refresh the table schema and retry"
+            )
+        if version > meta.schema_version:
+            raise ServiceUnavailable(
+                f"write uses schema version {version} but tablet {self.tablet_id} has only applied schema "
+                f"version {meta.schema_version} so far; retry"
+            )
+
+    def _outside_error(self, data: pa.Table, row: int) -> tpb.RowErrorPB:
+        key = {name: data.column(name)[row].as_py() for name in self.meta.schema.key_names}
+        return tpb.RowErrorPB(
+            row_index=row,
+            code=rpc_pb2.INVALID_ARGUMENT,
+            message=f"row with key {key} does not belong to the partition of tablet {self.tablet_id}",
+        )
+
+    async def _replicate(self, raft: RaftReplica, payload: bytes) -> EntryResult:
+        try:
+            result: EntryResult = await raft.replicate(payload)
+        except Aborted:
+            if raft.leader_id and raft.leader_id != raft.peer_id:
+                raise NotTheLeader(
+                    f"tablet {self.tablet_id}: leadership moved before the operation committed; it was not applied",
+                    leader_hint=raft.leader_id,
+                ) from None
+            raise ServiceUnavailable(
+                f"tablet {self.tablet_id}: leadership changed before the operation committed; it was not applied"
+            ) from None
+        return result
+
+    # -- schema changes -----------------------------------------------------------------------
+
+    async def alter_schema(self, schema: Schema, version: int) -> None:
+        """Replicate a schema change (the leader only); repeated or older versions are no-ops."""
+        async with self._alter_lock:
+            raft = self.require_leader()
+            meta = self.meta
+            if version < meta.schema_version:
+                return
+            if version == meta.schema_version:
+                if schema != meta.schema:
+                    raise InvalidArgument(
+                        f"tablet {self.tablet_id} is at schema version {version} with a different schema"
+                    )
+                return
+            check_schema_change(meta.schema, schema)
+            result = await self._replicate(raft, encode_alter(schema, version))
+            if result.error is not None:
+                raise result.error
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def consensus_state(self) -> cpb.ConsensusStatePB | None:
+        """What the replica believes now; for a tombstone, what its consensus metadata says."""
+        raft = self.raft
+        if raft is None:
+            return self._tombstone_consensus_state()
+        pb = cpb.ConsensusStatePB(
+            tablet_id=self.tablet_id,
+            current_term=raft.term,
+            leader_uuid=raft.leader_id,
+            role=ROLE_TO_PB[raft.role],
+            last_index=raft.last_index,
+            commit_index=raft.commit_index,
+            applied_index=raft.applied_index,
+        )
+        pb.committed_config.CopyFrom(config_to_pb(raft.committed_config))
+        if raft.active_config != raft.committed_config:
+            pb.pending_config.CopyFrom(config_to_pb(raft.active_config))
+        return pb
+
+    def _tombstone_consensus_state(self) -> cpb.ConsensusStatePB | None:
+        try:
+            cmeta = ConsensusMetadata.load(self.directory)
+        except NyalaError:
+            return None
+        pb = cpb.ConsensusStatePB(
+            tablet_id=self.tablet_id, current_term=cmeta.hard_state.term, role=common_pb2.NON_PARTICIPANT
+        )
+        pb.committed_config.CopyFrom(config_to_pb(cmeta.committed_config))
+        return pb
+
+    def signature(self) -> tuple[object, ...]:
+        """What a tablet report says about this tablet; a change makes it part of the next report."""
+        raft = self.raft
+        consensus: tuple[object, ...] = ()
+        if raft is not None:
+            consensus = (raft.role, raft.leader_id, raft.term, raft.committed_config, raft.active_config)
+        return (self.state, self.failure, self.meta.schema_version, *consensus)
+
+    def report(self) -> mpb.ReportedTabletPB:
+        pb = mpb.ReportedTabletPB(
+            tablet_id=self.tablet_id, state=self.state, error=self.failure, schema_version=self.meta.schema_version
+        )
+        consensus = self.consensus_state()
+        if consensus is not None:
+            pb.consensus_state.CopyFrom(consensus)
+        return pb
+
+
+def _without_rows(ops: pa.Array, data: pa.Table, drop: set[int]) -> tuple[list[int], bytes]:
+    """The kept rows' positions and the batch re-encoded without the dropped rows."""
+    kept = [i for i in range(len(ops)) if i not in drop]
+    mask = pa.array([i not in drop for i in range(len(ops))])
+    table = data.add_column(0, OP_COLUMN, ops).filter(mask)
+    return kept, encode_row_operations(table)

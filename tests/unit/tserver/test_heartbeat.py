@@ -1,0 +1,166 @@
+"""The heartbeater against an in-process stand-in master: registration, full and incremental
+reports, acknowledgement only on success, learned addresses, early heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+from nyala.common.errors import ServiceUnavailable
+from nyala.common.hostport import HostPort
+from nyala.consensus.runtime import PeerDirectory
+from nyala.proto import common_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc import CallContext, Messenger, RpcServer
+from nyala.rpc.loop import run
+from nyala.services import TS_HEARTBEAT
+from nyala.tserver.heartbeat import Heartbeater
+from nyala.tserver.tablet import TabletReplica
+
+
+class FakeTablet:
+    def __init__(self, tablet_id: str) -> None:
+        self.tablet_id = tablet_id
+        self.state = tpb.RUNNING
+        self.term = 1
+
+    def signature(self) -> tuple[object, ...]:
+        return (self.state, self.term)
+
+    def report(self) -> mpb.ReportedTabletPB:
+        return mpb.ReportedTabletPB(tablet_id=self.tablet_id, state=self.state)
+
+
+class FakeMaster:
+    """Answers heartbeats with what the test sets in ``next``; records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[mpb.TSHeartbeatRequestPB] = []
+        self.next = mpb.TSHeartbeatResponsePB(leader_master=True)
+        self.fail = False
+        self.rpc = RpcServer()
+        self.rpc.add_method(TS_HEARTBEAT, self.heartbeat)
+
+    def heartbeat(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
+        if self.fail:
+            raise ServiceUnavailable("master is busy")
+        self.requests.append(request)
+        return self.next
+
+
+Scenario = Callable[[FakeMaster, Heartbeater, dict[str, FakeTablet], PeerDirectory], Awaitable[None]]
+
+
+def with_master(scenario: Scenario, interval_ms: int = 60_000) -> None:
+    async def main() -> None:
+        master = FakeMaster()
+        address = await master.rpc.start("127.0.0.1:0")
+        messenger = Messenger()
+        tablets = {t: FakeTablet(t) for t in ("a", "b")}
+        directory = PeerDirectory()
+        heartbeater = Heartbeater(
+            [address],
+            messenger,
+            common_pb2.NodeInstancePB(permanent_uuid="ts-1", instance_seqno=1),
+            lambda: common_pb2.ServerRegistrationPB(software_version="test"),
+            lambda: [cast(TabletReplica, t) for t in tablets.values()],
+            directory,
+            interval_ms=interval_ms,
+            rpc_timeout_ms=5000,
+        )
+        try:
+            await scenario(master, heartbeater, tablets, directory)
+        finally:
+            await heartbeater.stop()
+            await messenger.close()
+            await master.rpc.stop()
+
+    run(main())
+
+
+def reported(request: mpb.TSHeartbeatRequestPB) -> tuple[bool, list[str], list[str]]:
+    report = request.tablet_report
+    return report.is_incremental, [t.tablet_id for t in report.updated_tablets], list(report.removed_tablet_ids)
+
+
+def test_full_report_first_then_only_what_changed() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
+        link = hb.links[0]
+        await hb.heartbeat(link)
+        await hb.heartbeat(link)
+        tablets["b"].term = 2
+        del tablets["a"]
+        await hb.heartbeat(link)
+        await hb.heartbeat(link)
+        first, second, third, fourth = master.requests
+        assert first.HasField("registration")
+        assert not second.HasField("registration")
+        assert reported(first) == (False, ["a", "b"], [])
+        assert reported(second) == (True, [], [])
+        assert reported(third) == (True, ["b"], ["a"])
+        assert reported(fourth) == (True, [], [])
+        assert [r.tablet_report.sequence_number for r in master.requests] == [1, 2, 3, 4]
+        assert first.num_live_tablets == 2
+
+    with_master(scenario)
+
+
+def test_reregistration_and_full_report_on_request() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
+        link = hb.links[0]
+        await hb.heartbeat(link)
+        master.next = mpb.TSHeartbeatResponsePB(needs_full_tablet_report=True)
+        await hb.heartbeat(link)
+        master.next = mpb.TSHeartbeatResponsePB(needs_reregister=True)
+        await hb.heartbeat(link)
+        master.next = mpb.TSHeartbeatResponsePB()
+        await hb.heartbeat(link)
+        assert [reported(r)[0] for r in master.requests] == [False, True, False, False]
+        assert [r.HasField("registration") for r in master.requests] == [True, False, False, True]
+
+    with_master(scenario)
+
+
+def test_a_failed_heartbeat_acknowledges_nothing() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
+        link = hb.links[0]
+        await hb.heartbeat(link)
+        tablets["a"].state = tpb.FAILED
+        master.fail = True
+        assert await hb.heartbeat(link) is None
+        master.fail = False
+        await hb.heartbeat(link)
+        assert reported(master.requests[-1]) == (True, ["a"], [])
+        assert link.consecutive_failures == 0
+
+    with_master(scenario)
+
+
+def test_tserver_addresses_are_learned() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, _: dict[str, FakeTablet], directory: PeerDirectory) -> None:
+        master.next = mpb.TSHeartbeatResponsePB(
+            tserver_addresses=[
+                tpb.PeerAddressPB(permanent_uuid="ts-2", rpc_address=common_pb2.HostPortPB(host="127.0.0.2", port=7050))
+            ]
+        )
+        await hb.heartbeat(hb.links[0])
+        assert directory.get("ts-2") == HostPort("127.0.0.2", 7050)
+
+    with_master(scenario)
+
+
+def test_trigger_sends_a_heartbeat_without_waiting_for_the_interval() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
+        hb.start()
+        async with asyncio.timeout(10):
+            while len(master.requests) < 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+            tablets["a"].term = 5
+            hb.trigger()
+            while len(master.requests) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+        assert reported(master.requests[1]) == (True, ["a"], [])
+
+    with_master(scenario, interval_ms=60_000)

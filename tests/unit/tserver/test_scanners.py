@@ -1,0 +1,138 @@
+"""Scan sessions: byte-bounded chunks, exact has_more, last keys, call order, TTL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from nyala.common.errors import InvalidArgument, NotFound
+from nyala.rpc.loop import run
+from nyala.schema import decode_key
+from nyala.tserver.scanners import ScannerRegistry, ScanSession
+
+from .conftest import SCHEMA
+
+
+class ListScanner:
+    """A store scanner over fixed batches that records whether it was closed."""
+
+    def __init__(self, batches: list[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.closed = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.batches[0].schema
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        yield from self.batches
+
+    def read_all(self) -> pa.Table:
+        return pa.Table.from_batches(self.batches)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> ListScanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def batches(*sizes: int) -> list[pa.RecordBatch]:
+    out, start = [], 0
+    for n in sizes:
+        ids = pa.array(range(start, start + n), pa.int64())
+        out.append(pa.record_batch({"id": ids, "v": pa.array([float(i) for i in range(n)])}))
+        start += n
+    return out
+
+
+def session(scanner: ListScanner, output: list[str], ordered: bool = False) -> ScanSession:
+    return ScanSession(b"s1", "t1", scanner, output, SCHEMA if ordered else None, 0.0)
+
+
+def read(stream: pa.Buffer | None) -> pa.Table:
+    assert stream is not None
+    return pa.ipc.open_stream(stream).read_all()
+
+
+def test_chunks_respect_the_byte_budget_and_cover_every_row_once() -> None:
+    scanner = ListScanner(batches(100, 0, 50, 300))
+    s = session(scanner, ["id"])
+    seen: list[int] = []
+    chunks = 0
+    while True:
+        chunk = s.next_chunk(1000)  # 16 bytes a row: 62 rows fit
+        chunks += 1
+        table = read(chunk.ipc_stream)
+        assert table.nbytes <= 1000
+        assert table.column_names == ["id"]
+        seen += table.column("id").to_pylist()
+        if not chunk.has_more:
+            break
+    assert seen == list(range(450))
+    assert chunks == 8
+
+
+def test_has_more_is_exact_at_a_batch_boundary_and_one_row_always_fits() -> None:
+    s = session(ListScanner(batches(10, 10)), ["id", "v"])
+    first = s.next_chunk(1 << 20)
+    assert (first.num_rows, first.has_more) == (20, False)
+    tiny = session(ListScanner(batches(3)), ["id", "v"])
+    assert tiny.next_chunk(1).num_rows == 1
+
+
+def test_empty_scan_sends_no_stream() -> None:
+    chunk = session(ListScanner(batches(0)), ["id"]).next_chunk(100)
+    assert (chunk.ipc_stream, chunk.num_rows, chunk.has_more) == (None, 0, False)
+
+
+def test_ordered_chunks_carry_the_last_key_even_when_keys_are_not_projected() -> None:
+    s = session(ListScanner(batches(100)), ["v"], ordered=True)
+    chunk = s.next_chunk(400)  # 25 rows of id+v
+    assert read(chunk.ipc_stream).column_names == ["v"]
+    assert decode_key([SCHEMA.column("id").type], chunk.last_primary_key) == (chunk.num_rows - 1,)
+
+
+def test_registry_checks_call_order_and_ttl() -> None:
+    now = [0.0]
+    registry = ScannerRegistry(ttl_ms=1000, clock=lambda: now[0])
+    scanner = ListScanner(batches(10))
+    s = registry.register("t1", scanner, ["id"], None)
+    assert registry.continue_scan(s.scanner_id, 1) is s
+    with pytest.raises(InvalidArgument, match="repeats"):
+        registry.continue_scan(s.scanner_id, 1)
+    with pytest.raises(InvalidArgument, match="skips"):
+        registry.continue_scan(s.scanner_id, 5)
+    now[0] = 1.5
+    with pytest.raises(NotFound, match="expired"):
+        registry.continue_scan(s.scanner_id, 2)
+    assert scanner.closed
+    assert (len(registry), registry.expired) == (0, 1)
+
+
+def test_reaper_closes_idle_scanners_and_close_tablet_closes_its_own() -> None:
+    async def main() -> None:
+        registry = ScannerRegistry(ttl_ms=100)
+        registry.start()
+        try:
+            idle = ListScanner(batches(1))
+            registry.register("t1", idle, ["id"], None)
+            other = ListScanner(batches(1))
+            registry.register("t2", other, ["id"], None)
+            registry.close_tablet("t2")
+            assert other.closed
+            assert len(registry) == 1
+            async with asyncio.timeout(5):
+                while not idle.closed:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            assert len(registry) == 0
+        finally:
+            await registry.stop()
+
+    run(main())

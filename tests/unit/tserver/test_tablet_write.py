@@ -1,0 +1,166 @@
+"""The leader's write path with a stand-in Raft replica that applies to a real store."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import cast
+
+import pyarrow as pa
+import pytest
+
+from nyala.common.errors import Aborted, InvalidArgument, NotTheLeader, NyalaError, ServiceUnavailable
+from nyala.consensus.core import EntryType, LogEntry, Role
+from nyala.consensus.runtime import RaftReplica
+from nyala.proto import rpc_pb2
+from nyala.rpc.loop import run
+from nyala.schema import OpType, Partitioner, PartitionSchema, RowOperationOptions, decode_row_operations
+from nyala.schema import encode_row_operations as encode
+from nyala.schema import make_row_operations as ops
+from nyala.storage import EntryResult, ScanSpec, TabletStoreManager
+from nyala.tserver.envelope import WritePayload, decode_payload
+from nyala.tserver.metadata import MetadataFile, TabletMetadata
+from nyala.tserver.state_machine import TabletStateMachine
+from nyala.tserver.tablet import TabletReplica
+
+from .conftest import SCHEMA, metadata
+
+LIMITS = RowOperationOptions()
+MAX_BYTES = 1 << 20
+
+
+class StandInRaft:
+    """Replicates instantly by applying to the state machine; can play follower or fail."""
+
+    def __init__(self, machine: TabletStateMachine) -> None:
+        self.machine = machine
+        self.role = Role.LEADER
+        self.peer_id = "me"
+        self.leader_id = "me"
+        self.failed: NyalaError | None = None
+        self.refuse: NyalaError | None = None
+        self.payloads: list[bytes] = []
+        self.index = 0
+
+    async def replicate(self, payload: bytes) -> EntryResult:
+        if self.refuse is not None:
+            raise self.refuse
+        self.index += 1
+        self.payloads.append(payload)
+        return self.machine.apply([LogEntry(1, self.index, EntryType.WRITE, payload)])[0]
+
+
+def make_tablet(tmp_path: Path, stores: TabletStoreManager, meta: TabletMetadata) -> tuple[TabletReplica, StandInRaft]:
+    meta.save(tmp_path)
+    file = MetadataFile(tmp_path, meta)
+    store = stores.create_tablet(meta.tablet_id, meta.schema)
+    raft = StandInRaft(TabletStateMachine(store, file, lambda: None))
+    tablet = TabletReplica(tmp_path, file)
+    tablet.attach(store, cast(RaftReplica, raft))
+    return tablet, raft
+
+
+@pytest.fixture
+def tablet(tmp_path: Path, stores: TabletStoreManager) -> tuple[TabletReplica, StandInRaft]:
+    return make_tablet(tmp_path, stores, metadata())
+
+
+def rows(*ids: int) -> list[dict[str, object]]:
+    return [{"id": i, "v": float(i)} for i in ids]
+
+
+def write(tablet: TabletReplica, data: bytes, version: int = 0) -> tuple[list[tuple[int, int]], int]:
+    response = run(tablet.write(memoryview(data), version, LIMITS, MAX_BYTES))
+    return [(e.row_index, e.code) for e in response.per_row_errors], response.op_index
+
+
+def scan_ids(tablet: TabletReplica) -> list[int]:
+    assert tablet.store is not None
+    ids: list[int] = tablet.store.scan(ScanSpec(ordered=True)).read_all().column("id").to_pylist()
+    return ids
+
+
+def test_row_errors_per_operation_and_ignore_variants(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, _ = tablet
+    assert write(t, ops(SCHEMA, OpType.INSERT, rows(1, 2, 3))) == ([], 1)
+    assert write(t, ops(SCHEMA, OpType.INSERT, rows(3, 4))) == ([(0, rpc_pb2.ALREADY_PRESENT)], 2)
+    assert write(t, ops(SCHEMA, OpType.INSERT_IGNORE, rows(4, 5))) == ([], 3)
+    assert write(t, ops(SCHEMA, OpType.UPDATE, rows(9, 1))) == ([(0, rpc_pb2.NOT_FOUND)], 4)
+    assert write(t, ops(SCHEMA, OpType.DELETE, [{"id": 2}, {"id": 8}])) == ([(1, rpc_pb2.NOT_FOUND)], 5)
+    assert write(t, ops(SCHEMA, OpType.UPDATE_IGNORE, rows(9))) == ([], 6)
+    assert write(t, ops(SCHEMA, OpType.DELETE_IGNORE, [{"id": 9}])) == ([], 7)
+    assert scan_ids(t) == [1, 3, 4, 5]
+
+
+def test_a_follower_refuses_with_the_leaders_uuid(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, raft = tablet
+    raft.role, raft.leader_id = Role.FOLLOWER, "the-leader"
+    with pytest.raises(NotTheLeader) as caught:
+        write(t, ops(SCHEMA, OpType.INSERT, rows(1)))
+    assert caught.value.leader_hint == "the-leader"
+    assert raft.payloads == []
+
+
+def test_a_configuring_leader_and_a_lost_entry_are_retriable(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, raft = tablet
+    raft.refuse = ServiceUnavailable("leader is CONFIGURING")
+    with pytest.raises(ServiceUnavailable, match="CONFIGURING"):
+        write(t, ops(SCHEMA, OpType.INSERT, rows(1)))
+    raft.refuse, raft.leader_id = Aborted("replaced"), "other"
+    with pytest.raises(NotTheLeader, match="not applied") as caught:
+        write(t, ops(SCHEMA, OpType.INSERT, rows(1)))
+    assert caught.value.leader_hint == "other"
+    assert scan_ids(t) == []
+
+
+def garbage_batches() -> list[tuple[bytes, str]]:
+    wrong_type = pa.record_batch({"__op": pa.array([1], pa.int8()), "id": pa.array(["x"])})
+    null_key = pa.record_batch({"__op": pa.array([1], pa.int8()), "id": pa.array([None], pa.int64())})
+    unknown = pa.record_batch({"__op": pa.array([1], pa.int8()), "id": pa.array([1], pa.int64()), "zz": [1]})
+    return [
+        (b"\x00garbage", "not a valid Arrow IPC stream"),
+        (encode(wrong_type), "column 'id' has type string, expected int64"),
+        (encode(null_key), "column 'id' is not nullable but has nulls"),
+        (encode(unknown), "unknown column 'zz'"),
+        (b"x" * (MAX_BYTES + 1), f"exceeds the limit of {MAX_BYTES} bytes"),
+    ]
+
+
+@pytest.mark.parametrize(("data", "message"), garbage_batches())
+def test_bad_batches_are_refused_and_change_nothing(
+    tablet: tuple[TabletReplica, StandInRaft], data: bytes, message: str
+) -> None:
+    t, raft = tablet
+    with pytest.raises(InvalidArgument, match=message):
+        write(t, data)
+    assert raft.payloads == []
+
+
+def test_schema_versions_older_are_refused_newer_are_retried(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, raft = tablet
+    t.metadata.update(lambda m: replace(m, schema_version=3))
+    with pytest.raises(InvalidArgument, match="schema version 2 but tablet tablet-1 is at schema version 3"):
+        write(t, ops(SCHEMA, OpType.INSERT, rows(1)), version=2)
+    with pytest.raises(ServiceUnavailable, match="only applied schema version 3"):
+        write(t, ops(SCHEMA, OpType.INSERT, rows(1)), version=4)
+    assert raft.payloads == []
+
+
+def test_rows_of_other_partitions_get_row_errors_and_the_rest_is_written(
+    tmp_path: Path, stores: TabletStoreManager
+) -> None:
+    ranged = PartitionSchema((), ("id",))
+    base = Partitioner(SCHEMA, ranged)
+    bounds = base.bounds([10], [20])
+    meta = replace(metadata(), partition_schema=ranged, partition=Partitioner(SCHEMA, ranged, [bounds]).partitions[0])
+    t, raft = make_tablet(tmp_path, stores, meta)
+    assert write(t, ops(SCHEMA, OpType.INSERT, rows(12))) == ([], 1)
+    errors, index = write(t, ops(SCHEMA, OpType.INSERT, rows(5, 12, 15, 25)))
+    outside = rpc_pb2.INVALID_ARGUMENT
+    assert (errors, index) == ([(0, outside), (1, rpc_pb2.ALREADY_PRESENT), (3, outside)], 2)
+    replicated = decode_payload(raft.payloads[-1])
+    assert isinstance(replicated, WritePayload)
+    assert decode_row_operations(replicated.row_operations, SCHEMA).data.column("id").to_pylist() == [12, 15]
+    assert scan_ids(t) == [12, 15]
+    assert write(t, ops(SCHEMA, OpType.INSERT, rows(1, 30))) == ([(0, outside), (1, outside)], 0)
+    assert len(raft.payloads) == 2
