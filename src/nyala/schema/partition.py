@@ -30,10 +30,12 @@ import pyarrow.compute as pc
 
 from nyala.common.errors import InvalidArgument, NotFound
 
-from .keys import decode_key, encode_key, encode_prefix, murmur2_64, murmur2_64_fixed, prefix_successor
-from .predicate import KeyRange, Op, Predicate
+from .bounds import RangeBounds, below
+from .keys import decode_key, encode_key, murmur2_64, murmur2_64_fixed
+from .predicate import KeyRange, Predicate
+from .pruning import intersect, never_matches, point_values, window_from_predicates
 from .schema import Schema
-from .types import ColumnType, DataType
+from .types import DataType
 
 __all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds"]
 
@@ -52,25 +54,6 @@ class HashDimension:
 
     def to_dict(self) -> dict[str, Any]:
         return {"columns": list(self.columns), "num_buckets": self.num_buckets, "seed": self.seed}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RangeBounds:
-    """An encoded range ``[lower, upper)`` of the range key; ``b""`` is unbounded."""
-
-    lower: bytes = b""
-    upper: bytes = b""
-
-    def overlaps(self, other: RangeBounds) -> bool:
-        return _below(self.lower, other.upper) and _below(other.lower, self.upper)
-
-    def contains(self, range_key: bytes) -> bool:
-        return range_key >= self.lower and _below(range_key, self.upper)
-
-
-def _below(lower: bytes, upper: bytes) -> bool:
-    """lower < upper, where an empty upper means +infinity."""
-    return not upper or lower < upper
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
@@ -96,7 +79,7 @@ class Partition:
         return cls(start, end, hash_buckets, bounds)
 
     def contains_key(self, partition_key: bytes) -> bool:
-        return partition_key >= self.partition_key_start and _below(partition_key, self.partition_key_end)
+        return partition_key >= self.partition_key_start and below(partition_key, self.partition_key_end)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -334,7 +317,7 @@ class Partitioner:
         by_column: dict[str, list[Predicate]] = {}
         for p in predicates:
             by_column.setdefault(p.column, []).append(p)
-        if any(self.schema.is_key(c) and _never_matches(ps) for c, ps in by_column.items()):
+        if any(self.schema.is_key(c) and never_matches(ps) for c, ps in by_column.items()):
             return []
         bucket_sets = [self._possible_buckets(i, by_column) for i in range(len(self.partition_schema.hash_dimensions))]
         window = self._range_window(by_column, key_range)
@@ -350,7 +333,7 @@ class Partitioner:
         dim = self.partition_schema.hash_dimensions[dimension]
         choices = []
         for name in dim.columns:
-            values = _point_values(by_column.get(name, []))
+            values = point_values(by_column.get(name, []))
             if values is None:
                 return set(range(dim.num_buckets))
             choices.append(values)
@@ -363,11 +346,11 @@ class Partitioner:
 
     def _range_window(self, by_column: Mapping[str, list[Predicate]], key_range: KeyRange | None) -> RangeBounds | None:
         """The interval of encoded range keys that matching rows can have, or None if empty."""
-        window = _window_from_predicates(self._range_types, self.partition_schema.range_columns, by_column)
+        window = window_from_predicates(self._range_types, self.partition_schema.range_columns, by_column)
         if window is None:
             return None
         if key_range is not None and self._range_is_key_prefix():
-            window = _intersect(window, self._window_from_key_range(key_range))
+            window = intersect(window, self._window_from_key_range(key_range))
         return window
 
     def _range_is_key_prefix(self) -> bool:
@@ -408,120 +391,3 @@ def _sorted_disjoint(ranges: list[RangeBounds]) -> list[RangeBounds]:
         if r.upper and r.lower >= r.upper:
             raise InvalidArgument(f"empty range [{r.lower.hex()}, {r.upper.hex()})")
     return out
-
-
-def _never_matches(preds: Sequence[Predicate]) -> bool:
-    """True when the predicates on one non-null key column can match no value."""
-    return any(p.op is Op.IS_NULL or (p.op is Op.IN and not p.values) for p in preds) or _point_values(preds) == []
-
-
-def _point_values(preds: Sequence[Predicate]) -> list[Any] | None:
-    """The finite set of values the predicates allow, or None when it is not a finite set."""
-    allowed: set[Any] | None = None
-    for p in preds:
-        if p.op is Op.EQ:
-            s = {p.value}
-        elif p.op is Op.IN:
-            s = set(p.values)
-        else:
-            continue
-        allowed = s if allowed is None else allowed & s
-    if allowed is None:
-        return None
-    return sorted(v for v in allowed if all(p.matches(v) for p in preds))
-
-
-@dataclasses.dataclass
-class _Bound:
-    value: Any
-    inclusive: bool
-
-
-def _column_interval(preds: Sequence[Predicate]) -> tuple[_Bound | None, _Bound | None] | None:
-    """Tightest [lower, upper] one column's predicates allow; None if it is empty."""
-    points = _point_values(preds)
-    if points is not None:
-        return (_Bound(points[0], True), _Bound(points[-1], True)) if points else None
-    lo: _Bound | None = None
-    hi: _Bound | None = None
-    for p in preds:
-        if p.op in (Op.GT, Op.GE):
-            b = _Bound(p.value, p.op is Op.GE)
-            if lo is None or b.value > lo.value or (b.value == lo.value and not b.inclusive):
-                lo = b
-        elif p.op in (Op.LT, Op.LE):
-            b = _Bound(p.value, p.op is Op.LE)
-            if hi is None or b.value < hi.value or (b.value == hi.value and not b.inclusive):
-                hi = b
-    if (
-        lo is not None
-        and hi is not None
-        and (lo.value > hi.value or (lo.value == hi.value and not (lo.inclusive and hi.inclusive)))
-    ):
-        return None
-    return lo, hi
-
-
-def _window_from_predicates(
-    types: Sequence[ColumnType], columns: Sequence[str], by_column: Mapping[str, list[Predicate]]
-) -> RangeBounds | None:
-    """Walk the range columns: equalities extend both bounds, the first inexact column ends it."""
-    lo_prefix: list[Any] = []
-    hi_prefix: list[Any] = []
-    lo_open = hi_open = False  # whether the last bound value is exclusive
-    lo_done = hi_done = False
-    for name in columns:
-        interval = _column_interval(by_column.get(name, []))
-        if interval is None:
-            return None
-        lo, hi = interval
-        if not lo_done:
-            if lo is None:
-                lo_done = True
-            else:
-                lo_prefix.append(lo.value)
-                lo_open, lo_done = not lo.inclusive, not (lo.inclusive and hi is not None and lo.value == hi.value)
-        if not hi_done:
-            if hi is None:
-                hi_done = True
-            else:
-                hi_prefix.append(hi.value)
-                hi_open, hi_done = not hi.inclusive, not (hi.inclusive and lo is not None and lo.value == hi.value)
-        if lo_done and hi_done:
-            break
-    lower = _lower_bytes(types, lo_prefix, lo_open)
-    upper = _upper_bytes(types, hi_prefix, hi_open)
-    if lower is None or (upper and lower >= upper):
-        return None
-    return RangeBounds(lower, upper)
-
-
-def _lower_bytes(types: Sequence[ColumnType], prefix: list[Any], exclusive: bool) -> bytes | None:
-    """The inclusive lower bound, or None when no key can be above an exclusive one."""
-    if not prefix:
-        return b""
-    encoded = encode_prefix(types, prefix)
-    if not exclusive:
-        return encoded
-    if len(prefix) == len(types):
-        return encoded + b"\x00"
-    # Every key whose prefix equals `prefix` is excluded: start after all of them.
-    return prefix_successor(encoded) or None
-
-
-def _upper_bytes(types: Sequence[ColumnType], prefix: list[Any], exclusive: bool) -> bytes:
-    if not prefix:
-        return b""
-    encoded = encode_prefix(types, prefix)
-    if exclusive:
-        return encoded  # keys with this prefix are excluded, and smaller prefixes sort before it
-    return encoded + b"\x00" if len(prefix) == len(types) else prefix_successor(encoded)
-
-
-def _intersect(a: RangeBounds, b: RangeBounds) -> RangeBounds | None:
-    lower = max(a.lower, b.lower)
-    uppers = [u for u in (a.upper, b.upper) if u]
-    upper = min(uppers) if uppers else b""
-    if upper and lower >= upper:
-        return None
-    return RangeBounds(lower, upper)

@@ -18,6 +18,10 @@ Theory of operation:
 - Scans run on their own DuckDB connection; DuckDB's MVCC gives each scan the state of the
   moment it started, while writes go on.  Predicates, key ranges, projection, order and limit
   are pushed into parameterised SQL (:mod:`.sql`).
+
+Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet files),
+:mod:`.store` (one tablet), :mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`,
+:mod:`.alter` (schema DDL), :mod:`.sql` and :mod:`.files` (helpers).
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
 """
@@ -25,7 +29,9 @@ Theory of operation:
 from __future__ import annotations
 
 from .api import ApplyEntry, EntryResult, RowError, Scanner, ScanSpec, TabletSnapshot, TabletStore
-from .duckdb_store import DuckDBScanner, DuckDBTabletStore, StorageOptions, TabletStoreManager
+from .manager import StorageOptions, TabletStoreManager
+from .scanner import DuckDBScanner
+from .store import DuckDBTabletStore
 
 __all__ = [
     "ApplyEntry",

@@ -1,0 +1,31 @@
+"""File helpers for tablet files: durable copies and removal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+__all__ = ["copy_durably", "fsync_dir", "remove_tablet_files"]
+
+
+def copy_durably(src: str, dst: str) -> None:
+    shutil.copyfile(src, dst)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_tablet_files(path: str) -> None:
+    for p in (path, path + ".wal", path + ".copying", path + ".wal.copying"):
+        if os.path.exists(p):
+            os.remove(p)
