@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from nyala._version import __version__
+from nyala.tools.cmd_master import master
 from nyala.tools.cmd_wal import wal
 
 __all__ = ["main"]
@@ -17,3 +18,4 @@ def main() -> None:
 
 
 main.add_command(wal)
+main.add_command(master)

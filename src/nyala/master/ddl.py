@@ -1,0 +1,152 @@
+"""CreateTable, DeleteTable and AlterTable on the leader, in seed 002's order.
+
+Each operation: validate what needs no lock (bad input changes nothing), take the catalog
+write lock, re-check against the committed view (name uniqueness, the table still there),
+place new replicas, build ONE catalog write, replicate and commit it
+(:meth:`CatalogManager.replicate`), release the lock, and kick the tablet tasks, which send
+the tablet-server RPCs.  ``wait=true`` then waits, outside the lock, until the tablets are
+RUNNING (create) or report the new schema version (alter); at the caller's deadline it
+answers TimedOut and the operation still completes in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid as uuid_module
+from collections.abc import Sequence
+
+from nyala.catalog import (
+    NewTablet,
+    TableInfo,
+    TabletInfo,
+    alter_table_write,
+    check_num_replicas,
+    check_tablet_count,
+    create_table_write,
+    delete_table_write,
+    plan_alter,
+    validate_create_table,
+)
+from nyala.common.errors import AlreadyPresent
+from nyala.master.catalog_manager import CatalogManager
+from nyala.master.leader import LeaderView
+from nyala.master.tablet_tasks import TabletTasks
+from nyala.master.ts_manager import TSManager
+from nyala.proto import common_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.schema import Partition
+
+__all__ = ["Ddl"]
+
+log = logging.getLogger("nyala.master")
+
+
+class Ddl:
+    """The leader's table operations."""
+
+    def __init__(self, manager: CatalogManager, ts_manager: TSManager, tasks: TabletTasks) -> None:
+        self._manager = manager
+        self._ts = ts_manager
+        self._tasks = tasks
+
+    def _live_tservers(self, view: LeaderView) -> int:
+        return view.sync_tservers(self._ts)
+
+    def _place(self, view: LeaderView, table_id: str, partitions: Sequence[Partition], rf: int) -> list[NewTablet]:
+        now_s = time.monotonic()
+        return [
+            NewTablet(
+                uuid_module.uuid4().hex,
+                p,
+                view.placement.place_new_tablet(table_id, p.range.lower, rf, now_s=now_s).tserver_uuids,
+            )
+            for p in partitions
+        ]
+
+    async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
+        view = self._manager.leader()
+        new = validate_create_table(request, self._live_tservers(view), self._manager.options.catalog)
+        async with self._manager.write_lock:
+            view = self._manager.leader()
+            existing = view.catalog.table_by_name(new.name)
+            if existing is not None:
+                raise AlreadyPresent(f"table {new.name!r} already exists with id {existing.table_id}")
+            table_id = uuid_module.uuid4().hex
+            tablets = self._place(view, table_id, new.partitioner.partitions, new.num_replicas)
+            write = create_table_write(table_id, new, tablets, time.time_ns() // 1000)
+            await self._manager.replicate(view, write)
+        log.info(
+            "created table %s (%s) with %d tablets x %d replicas", new.name, table_id, len(tablets), new.num_replicas
+        )
+        self._tasks.kick()
+        if request.wait:
+            await self._wait_created(table_id, timeout_s)
+        return table_id
+
+    async def _wait_created(self, table_id: str, timeout_s: float | None) -> None:
+        def done(view: LeaderView) -> bool:
+            table = view.catalog.table(table_id)
+            return table is None or table.removed or view.create_done(table)
+
+        await self._manager.wait_until(done, timeout_s, f"the tablets of table {table_id} to be running")
+
+    def is_create_table_done(self, ident: common_pb2.TableIdentifierPB) -> bool:
+        view = self._manager.leader()
+        return view.create_done(view.catalog.find_table(ident))
+
+    async def delete_table(self, request: mpb.DeleteTableRequestPB) -> None:
+        async with self._manager.write_lock:
+            view = self._manager.leader()
+            table = view.catalog.find_table(request.table)
+            tablets = view.catalog.tablets_of(table.table_id)
+            write = delete_table_write(
+                table, tablets, f"table {table.name} deleted at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            )
+            await self._manager.replicate(view, write)
+        log.info("deleted table %s (%s) and its %d tablets", table.name, table.table_id, len(tablets))
+        self._tasks.kick()
+
+    async def alter_table(self, request: mpb.AlterTableRequestPB, timeout_s: float | None) -> int:
+        async with self._manager.write_lock:
+            view = self._manager.leader()
+            table = view.catalog.find_table(request.table)
+            plan = plan_alter(table, request)
+            if plan.new_name is not None:
+                holder = view.catalog.table_by_name(plan.new_name)
+                if holder is not None:
+                    raise AlreadyPresent(f"cannot rename table {table.name!r}: table {plan.new_name!r} already exists")
+            new_tablets: list[NewTablet] = []
+            if plan.added:
+                live = self._live_tservers(view)
+                options = self._manager.options.catalog
+                check_num_replicas(table.num_replicas, live, options)
+                check_tablet_count(len(plan.added), table.num_replicas, live, options)
+                new_tablets = self._place(view, table.table_id, plan.added, table.num_replicas)
+            dropped = self._dropped_tablets(view, table, plan.dropped)
+            write = alter_table_write(table, plan, new_tablets, dropped)
+            await self._manager.replicate(view, write)
+            version = table.version + 1
+        log.info("altered table %s (%s) to version %d", table.name, table.table_id, version)
+        self._tasks.kick()
+        if request.wait:
+            await self._wait_altered(table.table_id, version, timeout_s)
+        return version
+
+    def _dropped_tablets(self, view: LeaderView, table: TableInfo, dropped: Sequence[Partition]) -> list[TabletInfo]:
+        wanted = set(dropped)
+        out = [t for t in view.catalog.tablets_of(table.table_id) if t.partition in wanted]
+        if len(out) != len(wanted):
+            raise AssertionError(f"table {table.name!r}: dropped ranges do not match its tablets")
+        return out
+
+    async def _wait_altered(self, table_id: str, version: int, timeout_s: float | None) -> None:
+        def done(view: LeaderView) -> bool:
+            table = view.catalog.table(table_id)
+            if table is None or table.removed or table.version > version:
+                return True
+            return view.alter_done(table)
+
+        await self._manager.wait_until(
+            done, timeout_s, f"every tablet of table {table_id} to reach schema version {version}"
+        )

@@ -1,0 +1,175 @@
+"""TSHeartbeat: registration and liveness on every master, tablet reports on the leader.
+
+Every master records the heartbeat (:class:`~nyala.master.ts_manager.TSManager`), asks an
+unknown or restarted tablet server to register again, and answers with whether it is the
+leader and where every tablet server is.  Only the ready leader processes tablet reports
+(seed 002); it asks for a full report on the first heartbeat of each tablet server in its
+term and after a re-registration, so that its in-memory replica view is complete.
+
+A report is processed per tablet:
+
+- no catalog record: left alone, only logged (seed 002: true orphans are never deleted, since
+  deleted tablets are kept as tombstones);
+- a DELETED tablet or a removed table: the replica is queued for DeleteTablet unless it
+  already is a tombstone;
+- otherwise the report is recorded (role, term, schema version) and, when the tablet leaves
+  CREATING (a leader is reported) or its leader reports a newer committed config, the tablet
+  is persisted with one catalog write per report; a leader reporting an older schema version
+  than the table's queues an AlterSchema.
+
+A report whose catalog write fails is answered with ``needs_full_tablet_report`` so the
+tablet server sends everything again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nyala.catalog import TabletInfo, copy_tablet_entry, tablet_mutation
+from nyala.common.errors import NyalaError
+from nyala.master.catalog_manager import CatalogManager
+from nyala.master.leader import LeaderView
+from nyala.master.replicas import ReplicaReport
+from nyala.master.tablet_tasks import TabletTasks
+from nyala.master.ts_manager import TSManager
+from nyala.proto import common_pb2, consensus_pb2, consensus_rpc_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc import CallContext
+
+__all__ = ["HeartbeatHandler", "tablet_update"]
+
+log = logging.getLogger("nyala.master")
+
+TABLET = mpb.SysTabletsEntryPB
+
+
+class HeartbeatHandler:
+    """The TSHeartbeat RPC handler."""
+
+    def __init__(
+        self, instance: common_pb2.NodeInstancePB, ts_manager: TSManager, manager: CatalogManager, tasks: TabletTasks
+    ) -> None:
+        self._instance = instance
+        self._ts = ts_manager
+        self._manager = manager
+        self._tasks = tasks
+        self._orphans_logged: set[str] = set()
+
+    async def handle(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
+        outcome = self._ts.heartbeat(request)
+        response = mpb.TSHeartbeatResponsePB(
+            master_instance=self._instance,
+            leader_master=self._manager.leader_ready,
+            needs_reregister=outcome.needs_reregister,
+            tablet_report_sequence_number=request.tablet_report.sequence_number,
+            tserver_addresses=self._ts.peer_addresses(),
+        )
+        descriptor = outcome.descriptor
+        if descriptor is None:
+            return response
+        response.location = descriptor.location
+        try:
+            view = self._manager.leader()
+        except NyalaError:
+            return response  # followers only track liveness
+        view.ensure_tserver(descriptor.uuid, descriptor.location)
+        report = request.tablet_report if request.HasField("tablet_report") else None
+        full = report is not None and not report.is_incremental
+        if descriptor.full_report_term != view.term and not full:
+            response.needs_full_tablet_report = True
+        if report is None:
+            return response
+        try:
+            await self._process(view, descriptor.uuid, report)
+        except NyalaError as e:
+            log.warning("tablet report of %s not processed (%s); asking for a full report", descriptor.uuid, e)
+            response.needs_full_tablet_report = True
+            return response
+        if full:
+            descriptor.full_report_term = view.term
+        return response
+
+    async def _process(self, view: LeaderView, uuid: str, report: mpb.TabletReportPB) -> None:
+        updates: dict[str, mpb.ReportedTabletPB] = {}
+        for reported in report.updated_tablets:
+            if self._record(view, uuid, reported):
+                updates[reported.tablet_id] = reported
+        for tablet_id in report.removed_tablet_ids:
+            view.forget_report(uuid, tablet_id)
+        if not report.is_incremental:
+            listed = {r.tablet_id for r in report.updated_tablets}
+            for tablet_id in view.replicas.tablets_of(uuid) - listed:
+                view.forget_report(uuid, tablet_id)
+        if updates:
+            await self._persist(uuid, updates)
+        self._manager.changed()
+        self._tasks.kick()
+
+    def _record(self, view: LeaderView, uuid: str, reported: mpb.ReportedTabletPB) -> bool:
+        """Note one reported replica; True when its tablet needs a catalog write."""
+        tablet = view.catalog.tablet(reported.tablet_id)
+        if tablet is None:
+            if reported.tablet_id not in self._orphans_logged:
+                self._orphans_logged.add(reported.tablet_id)
+                log.warning(
+                    "tablet server %s reports tablet %s, which the catalog never had; leaving it",
+                    uuid,
+                    reported.tablet_id,
+                )
+            return False
+        table = view.catalog.table(tablet.table_id)
+        replica = ReplicaReport.of(reported)
+        if tablet.dead or table is None or table.removed:
+            view.forget_report(uuid, tablet.tablet_id)
+            if not replica.tombstoned:
+                view.deletes[(tablet.tablet_id, uuid)] = tablet.entry.state_msg or "the tablet was deleted"
+            return False
+        view.record_report(uuid, tablet, replica)
+        leads = replica.role == common_pb2.LEADER and replica.leader_uuid == uuid
+        if leads and replica.schema_version < table.version:
+            view.altering.add(table.table_id)
+        return tablet_update(tablet, uuid, reported) is not None
+
+    async def _persist(self, uuid: str, updates: dict[str, mpb.ReportedTabletPB]) -> None:
+        async with self._manager.write_lock:
+            view = self._manager.leader()
+            write = mpb.CatalogWritePB()
+            for tablet_id, reported in updates.items():
+                tablet = view.catalog.tablet(tablet_id)
+                entry = None if tablet is None or tablet.dead else tablet_update(tablet, uuid, reported)
+                if entry is not None:
+                    write.mutations.append(tablet_mutation(tablet_id, entry))
+            if write.mutations:
+                await self._manager.replicate(view, write)
+
+
+def tablet_update(tablet: TabletInfo, uuid: str, reported: mpb.ReportedTabletPB) -> mpb.SysTabletsEntryPB | None:
+    """The tablet's new catalog entry after this report, or None when nothing persistent changed."""
+    cs = reported.consensus_state
+    usable = reported.state not in (tpb.TOMBSTONED, tpb.FAILED)
+    entry: mpb.SysTabletsEntryPB | None = None
+    if tablet.creating and cs.leader_uuid and usable:
+        entry = copy_tablet_entry(tablet.entry)
+        entry.state = TABLET.RUNNING
+        entry.state_msg = "a replica reported a leader"
+        entry.leader_uuid = cs.leader_uuid
+        entry.reported_term = cs.current_term
+    leads = cs.role == common_pb2.LEADER and cs.leader_uuid == uuid and usable
+    if leads and cs.committed_config.peers and _newer_config(cs, tablet.entry):
+        entry = entry or copy_tablet_entry(tablet.entry)
+        entry.committed_config.CopyFrom(cs.committed_config)
+        entry.leader_uuid = uuid
+        entry.reported_term = cs.current_term
+    return entry
+
+
+def _newer_config(cs: consensus_rpc_pb2.ConsensusStatePB, stored: mpb.SysTabletsEntryPB) -> bool:
+    reported, known = cs.committed_config, stored.committed_config
+    if cs.current_term < stored.reported_term or reported.opid_index < known.opid_index:
+        return False
+    return _members(reported) != _members(known) or reported.opid_index != known.opid_index
+
+
+def _members(config: consensus_pb2.RaftConfigPB) -> list[tuple[str, int, bool, bool]]:
+    return [(p.permanent_uuid, p.member_type, p.attrs.promote, p.attrs.replace) for p in config.peers]

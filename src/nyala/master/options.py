@@ -1,0 +1,70 @@
+"""The master's settings (Kudu's flag names, in Python style)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nyala.catalog import CatalogOptions
+from nyala.common.config import setting
+from nyala.common.errors import InvalidArgument
+from nyala.placement import PlacementOptions
+from nyala.server import ServerOptions
+
+__all__ = ["MasterOptions"]
+
+
+@dataclasses.dataclass(frozen=True)
+class MasterOptions:
+    """Everything ``nyala master start`` can set."""
+
+    server: ServerOptions = dataclasses.field(default_factory=ServerOptions)
+    catalog: CatalogOptions = dataclasses.field(default_factory=CatalogOptions)
+    placement: PlacementOptions = dataclasses.field(default_factory=PlacementOptions)
+    master_addresses: str = setting(
+        "",
+        "Comma-separated host:port of every master of the cluster, this one included; empty means this "
+        "master alone (its own --rpc-bind-address).",
+    )
+    heartbeat_interval_ms: int = setting(
+        1000,
+        "Interval at which the leader master retries tablet creations, deletions and alterations that "
+        "have not taken effect yet, and re-checks tablet-server liveness.",
+    )
+    tserver_unresponsive_timeout_ms: int = setting(
+        60_000,
+        "A tablet server not heard from for this long is considered dead: it gets no new replicas and "
+        "is listed as not live.",
+    )
+    table_locations_ttl_ms: int = setting(
+        300_000, "How long clients may cache the tablet locations the master returns."
+    )
+    master_failover_catchup_timeout_ms: int = setting(
+        30_000,
+        "How long a newly elected leader master may take to apply every committed catalog entry before "
+        "it gives up leadership (Kudu crashes instead).",
+        "advanced",
+    )
+    master_registration_timeout_ms: int = setting(
+        2_000, "Timeout of one GetMasterRegistration call to another master at startup.", "advanced"
+    )
+    tserver_rpc_timeout_ms: int = setting(
+        10_000, "Timeout of one CreateTablet, DeleteTablet or AlterSchema call to a tablet server.", "advanced"
+    )
+    sys_catalog_checkpoint_wal_bytes: int = setting(
+        16 << 20,
+        "Size of the sys catalog's DuckDB WAL after which it is checkpointed into the catalog file.",
+        "advanced",
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "heartbeat_interval_ms",
+            "tserver_unresponsive_timeout_ms",
+            "table_locations_ttl_ms",
+            "master_failover_catchup_timeout_ms",
+            "master_registration_timeout_ms",
+            "tserver_rpc_timeout_ms",
+            "sys_catalog_checkpoint_wal_bytes",
+        ):
+            if getattr(self, name) <= 0:
+                raise InvalidArgument(f"{name} must be positive, got {getattr(self, name)}")

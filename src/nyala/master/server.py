@@ -1,0 +1,156 @@
+"""The master process: the server base plus the sys catalog, the registries and the services."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+
+from nyala.common.errors import NyalaError
+from nyala.common.hostport import parse_address
+from nyala.consensus.core import RaftConfig
+from nyala.consensus.runtime import RaftReplica, ReplicaOptions
+from nyala.consensus.runtime.cmeta import CMETA_FILE
+from nyala.master.catalog_manager import CatalogManager
+from nyala.master.ddl import Ddl
+from nyala.master.heartbeats import HeartbeatHandler
+from nyala.master.leader import LeaderView
+from nyala.master.options import MasterOptions
+from nyala.master.peers import MasterPeers, own_and_all_addresses
+from nyala.master.service import MasterService
+from nyala.master.sys_catalog import SYS_CATALOG_ID, SysCatalogStore
+from nyala.master.tablet_tasks import TabletTasks
+from nyala.master.ts_manager import TSManager
+from nyala.server import ServerBase
+
+__all__ = ["Master"]
+
+log = logging.getLogger("nyala.master")
+
+SYS_CATALOG_DIR = "sys-catalog"
+
+
+class Master(ServerBase):
+    """A Nyala master.  ``await start()`` listens at once; the catalog opens in the background."""
+
+    kind = "master"
+
+    def __init__(self, options: MasterOptions) -> None:
+        super().__init__(options.server)
+        self.master_options = options
+        bind = parse_address(options.server.rpc_bind_address)
+        self.peers = MasterPeers(
+            self.uuid, bind, own_and_all_addresses(options.master_addresses, bind), self.data_dir.path
+        )
+        self.ts_manager = TSManager(options.tserver_unresponsive_timeout_ms)
+        self.catalog_manager = CatalogManager(options, self.peers)
+        self.tablet_tasks = TabletTasks(
+            self.catalog_manager,
+            self.ts_manager,
+            self.messenger,
+            interval_s=options.heartbeat_interval_ms / 1000,
+            rpc_timeout_s=options.tserver_rpc_timeout_ms / 1000,
+        )
+        self.catalog_manager.on_leadership = self._on_leadership
+        self.ddl = Ddl(self.catalog_manager, self.ts_manager, self.tablet_tasks)
+        self.heartbeats = HeartbeatHandler(self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks)
+        MasterService(self).register(self.rpc)
+        self._opening: asyncio.Task[None] | None = None
+        #: Set when the catalog cannot be opened; ``run`` then exits with it.
+        self.fatal: BaseException | None = None
+        self._fatal_event = asyncio.Event()
+
+    @property
+    def catalog_dir(self) -> Path:
+        return self.data_dir.path / SYS_CATALOG_DIR
+
+    async def _start(self) -> None:
+        if self.peers.self_address.port == 0:  # a lone master on an ephemeral port (tests)
+            self.peers.self_address = self.address
+            self.peers.addresses = [self.address]
+        self._opening = asyncio.get_running_loop().create_task(self._open_catalog(), name="open-sys-catalog")
+
+    async def _open_catalog(self) -> None:
+        try:
+            options = self.master_options
+            if not await asyncio.to_thread(self.peers.load):
+                await self.peers.discover(self.messenger, options.master_registration_timeout_ms / 1000)
+            for uuid, address in self.peers.by_uuid.items():
+                if uuid != self.uuid:
+                    self.transport.directory.learn(uuid, address)
+            store = await asyncio.to_thread(
+                SysCatalogStore.open,
+                self.catalog_dir / "store",
+                checkpoint_wal_bytes=options.sys_catalog_checkpoint_wal_bytes,
+            )
+            try:
+                replica = await self._open_replica(store)
+            except BaseException:
+                await asyncio.to_thread(store.close)
+                raise
+            self.catalog_manager.start(replica, store)
+            log.info("sys catalog open: masters %s", {u[:8]: str(a) for u, a in self.peers.by_uuid.items()})
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.critical("cannot open the sys catalog: %s", e, exc_info=not isinstance(e, NyalaError))
+            self.fatal = e
+            self._fatal_event.set()
+
+    async def _open_replica(self, store: SysCatalogStore) -> RaftReplica:
+        directory = self.catalog_dir / "raft"
+        replica_options = ReplicaOptions(raft=self.master_options.server.raft)
+        if (directory / CMETA_FILE).exists():
+            return await RaftReplica.open(
+                directory,
+                SYS_CATALOG_ID,
+                self.uuid,
+                store,
+                self.transport,
+                executor=self.apply_pool,
+                options=replica_options,
+            )
+        config = RaftConfig.of_voters(sorted(self.peers.by_uuid))
+        return await RaftReplica.create(
+            directory,
+            SYS_CATALOG_ID,
+            self.uuid,
+            config,
+            store,
+            self.transport,
+            executor=self.apply_pool,
+            options=replica_options,
+        )
+
+    def _on_leadership(self, view: LeaderView | None) -> None:
+        if view is None:
+            self.tablet_tasks.stop()
+        else:
+            self.tablet_tasks.start(view)
+
+    async def _stop(self) -> None:
+        if self._opening is not None:
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
+        await self.tablet_tasks.close()
+        await self.catalog_manager.stop()
+
+    async def run(self) -> None:
+        """Serve until SIGTERM or SIGINT (clean stop), or until the catalog fails to open (raises)."""
+        loop = asyncio.get_running_loop()
+        stop_requested = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop_requested.set)
+        await self.start()
+        try:
+            waits = [loop.create_task(stop_requested.wait()), loop.create_task(self._fatal_event.wait())]
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+        finally:
+            await self.stop()
+        if self.fatal is not None:
+            raise self.fatal

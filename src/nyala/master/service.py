@@ -1,0 +1,195 @@
+"""MasterService: every RPC handler of the master, thin over the catalog manager and the registries.
+
+Served by every master at all times: Ping, GetMasterRegistration, ConnectToMaster,
+ListMasters, ListTabletServers and TSHeartbeat.  Everything else needs the ready leader
+(:meth:`CatalogManager.leader` raises NotTheLeader with the leader's address, or
+ServiceUnavailable).  Handlers that only read memory run inline; the others run as tasks
+under the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from nyala.common.errors import NyalaError
+from nyala.common.hostport import HostPort
+from nyala.master.locations import table_locations, tablet_locations
+from nyala.proto import common_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.rpc import CallContext, RpcServer
+from nyala.services import (
+    ALTER_TABLE,
+    CONNECT_TO_MASTER,
+    CREATE_TABLE,
+    DELETE_TABLE,
+    GET_MASTER_REGISTRATION,
+    GET_TABLE_LOCATIONS,
+    GET_TABLE_SCHEMA,
+    GET_TABLET_LOCATIONS,
+    IS_CREATE_TABLE_DONE,
+    LIST_MASTERS,
+    LIST_TABLES,
+    LIST_TABLET_SERVERS,
+    TS_HEARTBEAT,
+)
+
+if TYPE_CHECKING:
+    from nyala.master.server import Master
+
+__all__ = ["MasterService"]
+
+# Answer a waiting request a little before the caller's deadline, so it gets our TimedOut
+# (naming what it waited for) rather than the RPC layer's.
+_DEADLINE_MARGIN_S = 0.05
+
+
+def _wait_budget(ctx: CallContext) -> float | None:
+    remaining = ctx.remaining()
+    return None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN_S)
+
+
+class MasterService:
+    """Binds the master's handlers to its RPC server."""
+
+    def __init__(self, master: Master) -> None:
+        self.m = master
+
+    def register(self, rpc: RpcServer) -> None:
+        rpc.add_method(GET_MASTER_REGISTRATION, self.get_master_registration)
+        rpc.add_method(CONNECT_TO_MASTER, self.connect_to_master)
+        rpc.add_method(LIST_MASTERS, self.list_masters)
+        rpc.add_method(LIST_TABLET_SERVERS, self.list_tablet_servers)
+        rpc.add_method(TS_HEARTBEAT, self.m.heartbeats.handle)
+        rpc.add_method(CREATE_TABLE, self.create_table)
+        rpc.add_method(IS_CREATE_TABLE_DONE, self.is_create_table_done)
+        rpc.add_method(DELETE_TABLE, self.delete_table)
+        rpc.add_method(ALTER_TABLE, self.alter_table)
+        rpc.add_method(LIST_TABLES, self.list_tables)
+        rpc.add_method(GET_TABLE_SCHEMA, self.get_table_schema)
+        rpc.add_method(GET_TABLE_LOCATIONS, self.get_table_locations)
+        rpc.add_method(GET_TABLET_LOCATIONS, self.get_tablet_locations)
+
+    # -- served by every master ---------------------------------------------------------------
+
+    def get_master_registration(
+        self, request: mpb.GetMasterRegistrationRequestPB, ctx: CallContext
+    ) -> mpb.GetMasterRegistrationResponsePB:
+        cm = self.m.catalog_manager
+        return mpb.GetMasterRegistrationResponsePB(
+            instance=self.m.instance, registration=self.m.registration(), role=cm.role, cluster_id=cm.cluster_id
+        )
+
+    def connect_to_master(
+        self, request: mpb.ConnectToMasterRequestPB, ctx: CallContext
+    ) -> mpb.ConnectToMasterResponsePB:
+        cm = self.m.catalog_manager
+        # Kudu: only a ready leader calls itself LEADER, so clients never pick a leader that cannot serve.
+        role = (
+            common_pb2.LEADER if cm.leader_ready else (cm.role if cm.role != common_pb2.LEADER else common_pb2.FOLLOWER)
+        )
+        return mpb.ConnectToMasterResponsePB(
+            role=role,
+            cluster_id=cm.cluster_id,
+            master_addresses=[common_pb2.HostPortPB(host=a.host, port=a.port) for a in self.m.peers.addresses],
+            leader_address=cm.leader_address(),
+            client_location="",
+        )
+
+    async def list_masters(self, request: mpb.ListMastersRequestPB, ctx: CallContext) -> mpb.ListMastersResponsePB:
+        timeout = min(ctx.remaining() or 2.0, 2.0)
+        entries = await asyncio.gather(*(self._master_entry(a, timeout) for a in self.m.peers.addresses))
+        return mpb.ListMastersResponsePB(masters=entries)
+
+    async def _master_entry(self, address: HostPort, timeout_s: float) -> mpb.MasterEntryPB:
+        if address == self.m.peers.self_address:
+            cm = self.m.catalog_manager
+            return mpb.MasterEntryPB(
+                instance=self.m.instance, registration=self.m.registration(), role=cm.role, term=cm.term
+            )
+        try:
+            answer = await self.m.messenger.call(
+                address, GET_MASTER_REGISTRATION, mpb.GetMasterRegistrationRequestPB(), timeout=timeout_s
+            )
+        except NyalaError as e:
+            return mpb.MasterEntryPB(
+                registration=common_pb2.ServerRegistrationPB(
+                    rpc_addresses=[common_pb2.HostPortPB(host=address.host, port=address.port)]
+                ),
+                error=f"{type(e).__name__}: {e}",
+            )
+        return mpb.MasterEntryPB(instance=answer.instance, registration=answer.registration, role=answer.role)
+
+    def list_tablet_servers(
+        self, request: mpb.ListTabletServersRequestPB, ctx: CallContext
+    ) -> mpb.ListTabletServersResponsePB:
+        ts = self.m.ts_manager
+        now = ts.clock()
+        response = mpb.ListTabletServersResponsePB()
+        for d in ts.all():
+            response.servers.add(
+                instance=common_pb2.NodeInstancePB(permanent_uuid=d.uuid, instance_seqno=d.instance_seqno),
+                registration=d.registration,
+                millis_since_heartbeat=int(d.since_heartbeat_s(now) * 1000),
+                location=d.location,
+                live=ts.is_live(d),
+                num_live_replicas=d.num_live_tablets,
+            )
+        return response
+
+    # -- leader only -----------------------------------------------------------------------------
+
+    async def create_table(self, request: mpb.CreateTableRequestPB, ctx: CallContext) -> mpb.CreateTableResponsePB:
+        table_id = await self.m.ddl.create_table(request, _wait_budget(ctx))
+        return mpb.CreateTableResponsePB(table_id=table_id)
+
+    def is_create_table_done(
+        self, request: mpb.IsCreateTableDoneRequestPB, ctx: CallContext
+    ) -> mpb.IsCreateTableDoneResponsePB:
+        return mpb.IsCreateTableDoneResponsePB(done=self.m.ddl.is_create_table_done(request.table))
+
+    async def delete_table(self, request: mpb.DeleteTableRequestPB, ctx: CallContext) -> mpb.DeleteTableResponsePB:
+        await self.m.ddl.delete_table(request)
+        return mpb.DeleteTableResponsePB()
+
+    async def alter_table(self, request: mpb.AlterTableRequestPB, ctx: CallContext) -> mpb.AlterTableResponsePB:
+        version = await self.m.ddl.alter_table(request, _wait_budget(ctx))
+        return mpb.AlterTableResponsePB(schema_version=version)
+
+    def list_tables(self, request: mpb.ListTablesRequestPB, ctx: CallContext) -> mpb.ListTablesResponsePB:
+        view = self.m.catalog_manager.leader()
+        response = mpb.ListTablesResponsePB()
+        for table in view.catalog.live_tables():
+            if request.name_filter in table.name:
+                response.tables.add(
+                    id=table.table_id,
+                    name=table.name,
+                    num_tablets=len(view.catalog.tablets_of(table.table_id)),
+                    num_replicas=table.num_replicas,
+                )
+        return response
+
+    def get_table_schema(self, request: mpb.GetTableSchemaRequestPB, ctx: CallContext) -> mpb.GetTableSchemaResponsePB:
+        view = self.m.catalog_manager.leader()
+        table = view.catalog.find_table(request.table)
+        return mpb.GetTableSchemaResponsePB(
+            table_id=table.table_id,
+            table_name=table.name,
+            schema=table.entry.schema,
+            partitioner=table.entry.partitioner,
+            num_replicas=table.num_replicas,
+            schema_version=table.version,
+            create_table_done=view.create_done(table),
+        )
+
+    def get_table_locations(
+        self, request: mpb.GetTableLocationsRequestPB, ctx: CallContext
+    ) -> mpb.GetTableLocationsResponsePB:
+        view = self.m.catalog_manager.leader()
+        return table_locations(view, self.m.ts_manager, request, self.m.master_options.table_locations_ttl_ms)
+
+    def get_tablet_locations(
+        self, request: mpb.GetTabletLocationsRequestPB, ctx: CallContext
+    ) -> mpb.GetTabletLocationsResponsePB:
+        view = self.m.catalog_manager.leader()
+        return tablet_locations(view, self.m.ts_manager, list(request.tablet_ids))

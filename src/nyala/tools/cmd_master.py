@@ -1,0 +1,100 @@
+"""``nyala master``: run a master."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from nyala.catalog import CatalogOptions
+from nyala.common.errors import NyalaError
+from nyala.consensus.core import RaftOptions
+from nyala.master import Master, MasterOptions
+from nyala.rpc.loop import run
+from nyala.server import ServerOptions
+
+__all__ = ["master"]
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@click.group()
+def master() -> None:
+    """Run and inspect masters."""
+
+
+@master.command()
+@click.option(
+    "--fs-data-dir", required=True, type=click.Path(file_okay=False), help="Directory for this master's data."
+)
+@click.option("--rpc-bind-address", default="127.0.0.1:7051", show_default=True, help="host:port to serve RPC on.")
+@click.option(
+    "--master-addresses",
+    default="",
+    help="Comma-separated host:port of every master, this one included (default: this master alone).",
+)
+@click.option(
+    "--heartbeat-interval-ms",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How often the leader retries tablet creations, deletions and alterations.",
+)
+@click.option("--raft-tick-interval-ms", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option("--raft-heartbeat-interval-ms", default=500, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--tserver-unresponsive-timeout-ms",
+    default=60_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="A tablet server silent for this long is dead: no new replicas go to it.",
+)
+@click.option("--default-num-replicas", default=3, show_default=True, type=int)
+@click.option("--max-create-tablets-per-ts", default=60, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def start(
+    fs_data_dir: str,
+    rpc_bind_address: str,
+    master_addresses: str,
+    heartbeat_interval_ms: int,
+    raft_tick_interval_ms: int,
+    raft_heartbeat_interval_ms: int,
+    tserver_unresponsive_timeout_ms: int,
+    default_num_replicas: int,
+    max_create_tablets_per_ts: int,
+    log_level: str,
+) -> None:
+    """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+    try:
+        options = MasterOptions(
+            server=ServerOptions(
+                fs_data_dir=fs_data_dir,
+                rpc_bind_address=rpc_bind_address,
+                raft=RaftOptions(
+                    raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
+                ),
+            ),
+            catalog=CatalogOptions(
+                default_num_replicas=default_num_replicas, max_create_tablets_per_ts=max_create_tablets_per_ts
+            ),
+            master_addresses=master_addresses,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            tserver_unresponsive_timeout_ms=tserver_unresponsive_timeout_ms,
+        )
+    except NyalaError as e:
+        raise click.UsageError(str(e)) from e
+
+    async def serve() -> None:
+        await Master(options).run()
+
+    try:
+        run(serve())
+    except NyalaError as e:
+        raise click.ClickException(f"master failed: {type(e).__name__}: {e}") from e
