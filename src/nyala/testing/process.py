@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ProcessError", "ServerProcess", "kill_all", "running_pids"]
+__all__ = ["ProcessError", "ServerProcess", "kill_all", "pid_alive", "running_pids", "stop_pid"]
 
 _LIVE: dict[int, ServerProcess] = {}
 
@@ -30,8 +30,13 @@ class ProcessError(RuntimeError):
 class ServerProcess:
     """One child process with a name, an argument list and a log file."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None, *, owned: bool = True
+    ) -> None:
+        """``owned=False`` makes a process that outlives this one (the local cluster): it is not
+        killed at exit, and may later be stopped by pid with :func:`stop_pid`."""
         self.name = name
+        self.owned = owned
         self.argv = list(argv)
         self.log_path = log_path
         self.env = env
@@ -63,7 +68,8 @@ class ServerProcess:
                 start_new_session=True,
             )  # fmt: skip
         self.paused = False
-        _LIVE[self._proc.pid] = self
+        if self.owned:
+            _LIVE[self._proc.pid] = self
 
     def wait_ready(self, is_ready: Callable[[], bool], timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
         """Poll ``is_ready`` until it is true; fail with the log's tail if the process exits or time runs out."""
@@ -151,6 +157,31 @@ def _process_state(pid: int) -> str:
             return f.read().rpartition(")")[2].split()[0]
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists and is not a zombie."""
+    return _process_state(pid) not in {"", "Z", "X"}
+
+
+def stop_pid(pid: int, timeout_s: float = 20.0) -> bool:
+    """SIGTERM a process we may not have started (a local-cluster server), SIGKILL after ``timeout_s``.
+
+    Returns True if it was running.
+    """
+    if not pid_alive(pid):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    return True
 
 
 def running_pids() -> list[int]:

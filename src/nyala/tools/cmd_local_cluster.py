@@ -1,0 +1,109 @@
+"""``nyala local-cluster start|stop|status``: a whole cluster on this machine, on loopback.
+
+Masters listen on 127.0.0.1, .2, ... port 7051 and tablet servers on 127.0.0.10, .11, ...
+port 7050; everything lives under ``--dir`` (default ./nyala-data).  The servers keep running
+after the command returns; ``stop`` and ``status`` find them again through the directory.
+Starting a directory that already holds a cluster restarts that cluster as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from nyala.common.errors import NotFound
+from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
+from nyala.testing.process import ProcessError
+
+__all__ = ["local_cluster"]
+
+DEFAULT_DIR = "./nyala-data"
+
+
+@click.group("local-cluster")
+def local_cluster() -> None:
+    """Run a local cluster of real processes on loopback addresses."""
+
+
+@local_cluster.command()
+@click.option("--masters", "num_masters", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--tservers", "num_tservers", type=click.IntRange(1, 240), default=3, show_default=True)
+@click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR, show_default=True)
+@click.option("--heartbeat-interval-ms", type=click.IntRange(10), default=1000, show_default=True)
+@click.option("--raft-heartbeat-interval-ms", type=click.IntRange(10), default=500, show_default=True)
+@click.option("--raft-tick-interval-ms", type=click.IntRange(5), default=100, show_default=True)
+def start(
+    num_masters: int,
+    num_tservers: int,
+    root: Path,
+    heartbeat_interval_ms: int,
+    raft_heartbeat_interval_ms: int,
+    raft_tick_interval_ms: int,
+) -> None:
+    """Start a cluster (or restart the one already in DIR) and wait until every server is ready."""
+    if (root / CLUSTER_FILE).exists():
+        cluster = MiniCluster.load(root)
+        click.echo(f"restarting the cluster in {root}")
+    else:
+        options = MiniClusterOptions(
+            num_masters=num_masters,
+            num_tservers=num_tservers,
+            raft_tick_interval_ms=raft_tick_interval_ms,
+            raft_heartbeat_interval_ms=raft_heartbeat_interval_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            ip_block=(0, 0),
+            detached=True,
+        )
+        cluster = MiniCluster(root, options)
+    if any(cluster.running(s) for s in [*cluster.masters, *cluster.tservers]):
+        raise click.ClickException(f"the cluster in {root} is already running; stop it first")
+    try:
+        cluster.start()
+    except ProcessError as exc:
+        raise click.ClickException(f"the cluster did not start: {exc}") from exc
+    click.echo(f"masters:  {cluster.master_addresses_flag}")
+    click.echo(f"tservers: {','.join(str(t.address) for t in cluster.tservers)}")
+    click.echo(f"logs:     {root / 'logs'}")
+
+
+@local_cluster.command()
+@click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR, show_default=True)
+def stop(root: Path) -> None:
+    """Stop every server of the cluster in DIR (its data stays)."""
+    cluster = _load(root)
+    cluster.stop()
+    click.echo(f"stopped the cluster in {root}")
+
+
+@local_cluster.command()
+@click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(root: Path, fmt: str) -> None:
+    """Show the addresses of the cluster in DIR and which servers run."""
+    cluster = _load(root)
+    servers = [*cluster.masters, *cluster.tservers]
+    running = {s.process.name: cluster.running(s) for s in servers}
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "masters": [str(m.address) for m in cluster.masters],
+                    "tservers": [str(t.address) for t in cluster.tservers],
+                    "running": running,
+                },
+                indent=2,
+            )
+        )
+        return
+    for server in servers:
+        state = "running" if running[server.process.name] else "stopped"
+        click.echo(f"{server.process.name:<12} {server.address!s:<22} {state}")
+
+
+def _load(root: Path) -> MiniCluster:
+    try:
+        return MiniCluster.load(root)
+    except NotFound as exc:
+        raise click.ClickException(str(exc)) from exc
