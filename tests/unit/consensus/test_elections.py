@@ -216,10 +216,12 @@ def test_a_majority_of_rejections_ends_the_election() -> None:
     assert a.term == 1
 
 
-def test_a_single_voter_elects_itself_at_once() -> None:
+def test_a_single_voter_elects_itself_at_once_and_runs_once_its_no_op_is_durable() -> None:
     a = make_core("a", voters=["a"])
     a.campaign()
     assert a.is_leader
+    assert (a.commit_index, a.leader_state) == (0, LeaderState.CONFIGURING)  # its NO_OP is not synced yet
+    a.advance(a.ready())
     assert a.commit_index == 1
     assert a.leader_state is LeaderState.RUNNING
 

@@ -201,27 +201,38 @@ def test_heartbeats_carry_a_commit_index_capped_at_the_followers_match() -> None
     assert beats["c"].commit_index == 1
 
 
-def test_ready_and_advance_must_alternate() -> None:
-    a = make_core("a", voters=["a"])
-    a.campaign()
-    rd = a.ready()
-    with pytest.raises(IllegalState):
-        a.ready()
-    a.advance(rd)
-    with pytest.raises(IllegalState):
-        a.advance(rd)
+def test_readies_may_be_pipelined_but_are_advanced_in_the_order_they_were_taken() -> None:
+    b = make_core("b", state=persisted(ABC, [(1, 1)], term=1))
+    b.step(AppendRequest(GROUP, "a", "b", 1, 1, 1, (entry(2, 1),), 0))
+    first = b.ready()
+    b.step(AppendRequest(GROUP, "a", "b", 1, 2, 1, (entry(3, 1),), 0))
+    second = b.ready()  # before the first is durable: allowed
+    assert [e.index for e in first.entries] == [2]
+    assert [e.index for e in second.entries] == [3]
+    with pytest.raises(IllegalState, match="order"):
+        b.advance(second)
+    b.advance(first)
+    b.advance(second)
+    with pytest.raises(IllegalState, match="without an outstanding"):
+        b.advance(second)
+    assert b.durable_index == 3
 
 
 def test_persist_then_apply_contract_fields() -> None:
     a = make_core("a", voters=["a"])
     a.campaign()
     rd = a.ready()
-    assert rd.hard_state == HardState(1, "a", 1)
+    assert rd.hard_state == HardState(1, "a", 0)
     assert [e.type for e in rd.entries] == [EntryType.NO_OP]
-    assert rd.committed_entries == rd.entries  # single voter: committed on append, applied after persist
+    assert rd.committed_entries == (), "a single voter commits only after its own sync"
     assert rd.must_sync
     assert rd.soft_state is not None
     assert rd.soft_state.role is Role.LEADER
+    a.advance(rd)
+    rd = a.ready()
+    assert rd.hard_state == HardState(1, "a", 1)
+    assert [e.type for e in rd.committed_entries] == [EntryType.NO_OP]
+    assert not rd.must_sync, "a new commit index alone needs no sync"
     a.advance(rd)
     assert a.applied_index == 1
     assert not a.has_ready()

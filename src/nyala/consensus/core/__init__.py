@@ -25,8 +25,11 @@ drive the very same class.
   from a majority for an election timeout steps down (check quorum).
 - Replication: AppendEntries with the log-matching check and conflict truncation, fast
   backtracking by term hints, batches bounded in bytes, a bounded number of batches in
-  flight per follower, periodic heartbeats.  Commit follows Raft section 5.4.2: only an
-  entry of the current term is committed by counting voters.  Every new leader appends a
+  flight per follower, periodic heartbeats (on the process's shared tick phase when the
+  driver gives one, so a driver can coalesce them).  The leader sends its entries before
+  its own sync and counts its own copy only once the driver reports it durable (see below).
+  Commit follows Raft section 5.4.2: only an entry of the current term is committed by
+  counting voters.  Every new leader appends a
   NO_OP and is CONFIGURING until it commits, then RUNNING; only a RUNNING leader accepts
   writes, reads and config changes.
 - Membership (seed 003): see ``_membership.py``: effective on append, rolled back on
@@ -54,32 +57,79 @@ Driver contract
    is a :class:`PersistentState`: :meth:`PersistentState.bootstrap` for a new replica, or
    the persisted hard state, committed config, log (base and entries) and the state
    machine's applied index after a restart or a tablet copy.
-2. Call ``tick()`` every ``raft_tick_interval_ms`` and ``step()`` for each message addressed
-   to this replica.  After any input, if ``has_ready()``, take ``ready()``.
+2. Call ``tick(now_tick)`` every ``raft_tick_interval_ms``, where ``now_tick`` is a counter
+   shared by every replica of the process and incremented once per tick (one timer ticks
+   them all).  Leaders send their periodic heartbeats on the ticks where
+   ``now_tick % heartbeat_ticks == 0``, so the heartbeats of every group between two servers
+   leave on the same tick and the driver sends them as one call.  ``tick()`` without a
+   number keeps a per-leader phase.  Either way a leader never goes more than
+   ``heartbeat_ticks`` ticks without a heartbeat, and election and check-quorum timeouts
+   count ticks as before.  Call ``step()`` for each message addressed to this replica.
+   After any input, if ``has_ready()``, take ``ready()``.
 3. Persist ``Ready.entries`` (each entry replaces any persisted entry at the same or a
    higher index) and ``Ready.hard_state`` (term, vote, commit); write
    ``Ready.committed_config`` to the consensus metadata.  Sync when ``Ready.must_sync``.
-4. Only after step 3 is durable, send ``Ready.messages``, including those of later Readies:
-   a vote or an acknowledgement must never leave before the term, vote and entries behind
-   it are on disk.  Messages may be dropped, delayed, duplicated or reordered; Raft
-   tolerates all of it.  The driver may coalesce messages of many groups per destination.
-5. Apply ``Ready.committed_entries`` to the state machine in order, only after step 3, and
-   never an entry not handed out here.  WRITE entries carry the application's payload;
-   NO_OP and CHANGE_CONFIG entries carry nothing for the state machine (decode a config
-   with :func:`decode_config` if needed).  A proposal succeeded iff its (term, index) comes
-   back committed with the same term.
-6. Serve each ``ReadState`` once the state machine has applied its index; fail the reads in
+   Readies become durable in the order ``ready()`` returned them (one log, written in
+   order); the driver may take the next Ready before this one is durable (pipelining).
+4. Send ``Ready.messages_before_sync`` at once, before the Ready is durable.  They are only
+   the leader's AppendEntries and heartbeats, and only those of a term already durable here;
+   the leader's own entries in them do not count toward commit until rule 7.
+5. Send ``Ready.messages_after_sync`` only once this Ready and every earlier one are durable:
+   vote requests, votes, a follower's acknowledgements, everything whose meaning rests on
+   this replica's term, vote or log.  (Sending all of ``Ready.messages`` after the sync, as
+   a simple sequential driver does, is also correct.)  Messages may be dropped, delayed,
+   duplicated or reordered; Raft tolerates all of it.  The driver may coalesce messages of
+   many groups per destination.
+6. Apply ``Ready.committed_entries`` to the state machine in order, only once this Ready and
+   every earlier one are durable, and never an entry not handed out here.  A leader may
+   commit entries it has not synced yet (a majority of followers did), hence this rule.
+   WRITE entries carry the application's payload; NO_OP and CHANGE_CONFIG entries carry
+   nothing for the state machine (decode a config with :func:`decode_config` if needed).
+   A proposal succeeded iff its (term, index) comes back committed with the same term.
+   Serve each ``ReadState`` once the state machine has applied its index; fail the reads in
    ``dropped_reads``.  Start a tablet copy for each peer in ``tablet_copy_targets``; when it
    completes, restart that replica from the copied state (rule 1).
-7. Call ``advance(ready)`` when steps 3 to 6 are done; only then call ``ready()`` again.
-   The core may be stepped and ticked while a Ready is being persisted (group commit): new
-   work simply waits for the next Ready.
-8. Compact with ``compact(index)`` only up to what the state machine has durably applied,
+7. Call ``advance(ready)`` once the Ready is durable and its after-sync messages are handed
+   to the transport, in the order ``ready()`` returned the Readies; its committed entries
+   may still be being applied (in order).  ``advance`` is the driver's report that the
+   Ready's entries and hard state are on disk: only then do the leader's own entries count
+   toward commit and its later messages leave before the sync.  The core may be stepped and
+   ticked, and ``ready()`` called, while Readies are being persisted.
+8. If persisting a Ready fails, stop the replica as if it crashed: never advance that Ready
+   or a later one, send none of their after-sync messages, apply nothing more.  Proposals
+   pending on it have an *unknown* outcome (followers may still commit what it sent before
+   its write failed): report them as such, never as failed.  The replica restarts from what
+   is durable (rule 1) once the disk is repaired, or is replaced.
+9. Compact with ``compact(index)`` only up to what the state machine has durably applied,
    and keep enough log for lagging peers where possible (``peer_progress()``).
-9. Client calls that refuse raise from ``nyala.common.errors``: NotTheLeader (with a
-   leader hint), ServiceUnavailable (retry soon), IllegalState, Aborted (CAS failed),
-   InvalidArgument, NotFound, AlreadyPresent.  A broken internal invariant raises
-   AssertionError, which must stop the replica.
+10. Client calls that refuse raise from ``nyala.common.errors``: NotTheLeader (with a
+    leader hint), ServiceUnavailable (retry soon), IllegalState, Aborted (CAS failed),
+    InvalidArgument, NotFound, AlreadyPresent.  A broken internal invariant raises
+    AssertionError, which must stop the replica.
+
+The leader appends in parallel with replication
+-----------------------------------------------
+Raft thesis section 10.2.1: the leader sends its new entries to the followers while it writes
+them to its own log, so a write costs max(local sync, network + follower sync) rather than
+their sum.  It is safe because:
+
+- An entry commits only when a majority of voters hold it *durably*.  Followers acknowledge
+  only after their sync (rule 5), and the leader counts its own copy only up to the last
+  index the driver reported durable with ``advance`` (rule 7).  A leader that crashes before
+  its own sync loses only a copy that never counted: the majority that committed the entry
+  is made of durable follower copies, every later leader holds it (the vote restriction),
+  and the restarted leader receives it back like any lagging follower.
+- The entries it sent but lost are unique: they carry a term whose vote for itself was
+  durable before they left (rule 4), so no other replica, and not this one after its
+  restart (it can only campaign for a higher term), can ever create a different entry with
+  the same index and term.  Log matching holds on the followers that received them; if no
+  majority holds them, they were never committed and a later leader may overwrite them.
+- Committed entries reach the state machine only once this replica's own copy is durable
+  (rule 6), so the state machine is never ahead of the log it restarts from.
+- A leader whose local write fails must stop (rule 8): it can no longer keep the promise
+  that its log holds what it sent.  Its followers elect a new leader after the election
+  timeout; entries it sent may still commit there, which is why its pending proposals have
+  an unknown outcome rather than a failed one.
 
 Time: the default tick is 100 ms, so a heartbeat is 5 ticks and the minimum election
 timeout 15 ticks; see :class:`RaftOptions` for the settings (Kudu's names).

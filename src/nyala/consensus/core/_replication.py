@@ -8,6 +8,13 @@ proposals made between two Readies travel in one batch per follower (bounded by
 Commit rule (Raft section 5.4.2): the leader advances the commit index to the highest index
 stored by a majority of the *voters* of the active config, and only if that entry belongs to
 the current term; earlier entries commit with it.  Non-voters' acknowledgements never count.
+"Stored" means durable: a follower acknowledges only after its sync, and the leader counts its
+own copy only up to ``_durable_index``, what the driver confirmed with ``advance()``, because
+it sends its entries before its own sync (Raft thesis 10.2.1).
+
+Heartbeats: every ``heartbeat_ticks``, on the driver's shared tick phase when ``tick()`` is
+given ``now_tick`` (so that the heartbeats of every group of a process leave together),
+otherwise counted from the previous heartbeat.
 
 Follower side: an AppendEntries is accepted only if the log holds (``prev_index``,
 ``prev_term``); conflicting entries are truncated (never committed ones: that would be a
@@ -103,6 +110,8 @@ class ReplicationMixin(CoreState):
         self._log.truncate_after(index)
         if index + 1 < self._unstable_from:
             self._unstable_from = index + 1
+        if index < self._durable_index:
+            self._durable_index = index  # the disk still holds the replaced entries, not these
         self._rollback_configs(index)
 
     def _on_heartbeat(self, m: Heartbeat) -> None:
@@ -130,7 +139,9 @@ class ReplicationMixin(CoreState):
         matches = []
         for voter in config.voters:
             if voter == self.peer_id:
-                matches.append(self._log.last_index)
+                # The leader's own copy counts only once the driver reported it durable: it
+                # appends in parallel with replication (Raft thesis 10.2.1).
+                matches.append(self._durable_index)
             else:
                 progress = self._progress.get(voter)
                 matches.append(progress.match if progress is not None else 0)
@@ -237,9 +248,12 @@ class ReplicationMixin(CoreState):
     def _send_timeout_now(self, peer_id: str) -> None:
         self._send(TimeoutNow(self.group_id, self.peer_id, peer_id, self._term))
 
-    def _tick_leader(self) -> None:
+    def _tick_leader(self, now_tick: int | None) -> None:
         self._heartbeat_elapsed += 1
-        if self._heartbeat_elapsed >= self._timing.heartbeat_ticks:
+        period = self._timing.heartbeat_ticks
+        # On the shared phase when the driver gives one; the elapsed count is the fallback
+        # that also bounds the gap should a driver ever skip a tick number.
+        if self._heartbeat_elapsed >= period or (now_tick is not None and now_tick % period == 0):
             self._broadcast_heartbeats()
         self._quorum_elapsed += 1
         if self._quorum_elapsed >= self._timing.election_ticks:

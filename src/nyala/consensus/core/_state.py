@@ -8,6 +8,7 @@ declared here so each file type-checks on its own.
 from __future__ import annotations
 
 import enum
+from collections import deque
 from typing import TYPE_CHECKING
 
 from nyala.consensus.core.config import RaftConfig
@@ -15,7 +16,7 @@ from nyala.consensus.core.log import RaftLog
 from nyala.consensus.core.messages import Message
 from nyala.consensus.core.options import RaftOptions, TickTiming
 from nyala.consensus.core.progress import Progress
-from nyala.consensus.core.ready import ReadState, SoftState
+from nyala.consensus.core.ready import ReadState, Ready, SoftState
 from nyala.consensus.core.types import EntryType, HardState, LeaderState, OpId
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ class CoreState:
     _handed_out: int  # highest committed index handed to the driver
     _unstable_from: int  # first index not yet handed to the driver for persistence
     _last_hard: HardState
+    # What the driver has confirmed durable (advance()): the log matches the disk up to
+    # _durable_index, and the hard state on disk has term _durable_term.
+    _durable_index: int
+    _durable_term: int
 
     # configs: the committed one plus CHANGE_CONFIG entries appended after it, oldest first
     _committed_config: RaftConfig
@@ -85,7 +90,7 @@ class CoreState:
     _committed_config_dirty: bool
     _last_soft: SoftState | None
     _last_soft_key: tuple[object, ...]
-    _ready_outstanding: bool
+    _outstanding: deque[Ready]  # handed out by ready(), not yet advanced, oldest first
 
     @property
     def active_config(self) -> RaftConfig:

@@ -13,6 +13,7 @@ and the driver-facing surface.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,8 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._handed_out = self._applied
         self._last_hard = hs
         self._unstable_from = self._log.last_index + 1
+        self._durable_index = self._log.last_index  # everything restored came from the disk
+        self._durable_term = hs.term
         self._committed_config = state.committed_config
         self._pending_configs = []
         self._init_volatile()
@@ -138,7 +141,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._committed_config_dirty = False
         self._last_soft: SoftState | None = None
         self._last_soft_key: tuple[object, ...] = ()
-        self._ready_outstanding = False
+        self._outstanding = deque()
         self._reset_election_timer()
 
     # ------------------------------------------------------------------ queries
@@ -170,6 +173,11 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
     @property
     def last_term(self) -> int:
         return self._log.last_term
+
+    @property
+    def durable_index(self) -> int:
+        """The last index the driver has confirmed durable (``advance``) that still matches the log."""
+        return self._durable_index
 
     @property
     def leader_id(self) -> str:
@@ -235,10 +243,20 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
             return
         self._handlers[kind](m)
 
-    def tick(self) -> None:
-        """Advance time by one tick (``raft_tick_interval_ms``)."""
+    def tick(self, now_tick: int | None = None) -> None:
+        """Advance time by one tick (``raft_tick_interval_ms``).
+
+        ``now_tick`` is the number of this tick on a clock shared by every replica of the
+        process (one counter, one increment per tick).  With it, a leader sends its periodic
+        heartbeats on the ticks where ``now_tick % heartbeat_ticks == 0``, so all the leaders
+        of a process beat together and the driver sends one coalesced call per peer server.
+        Without it, each leader beats ``heartbeat_ticks`` after its previous heartbeat.  Either
+        way no leader goes longer than ``heartbeat_ticks`` without a heartbeat.
+        """
+        if now_tick is not None and (type(now_tick) is not int or now_tick < 0):
+            raise InvalidArgument(f"now_tick must be a non-negative int or None, got {now_tick!r}")
         if self._phase is Phase.LEADER:
-            self._tick_leader()
+            self._tick_leader(now_tick)
         else:
             self._tick_election()
 
@@ -320,9 +338,11 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         )
 
     def ready(self) -> Ready:
-        """Take everything the driver must do now.  Call ``advance()`` before the next ``ready()``."""
-        if self._ready_outstanding:
-            raise IllegalState("ready() called again before advance() of the previous Ready")
+        """Take everything the driver must do now.
+
+        The driver may take the next Ready before advancing this one (pipelining), as long as
+        it persists Readies, and advances them, in the order they were taken.
+        """
         if self._phase is Phase.LEADER:
             self._flush()
         hard = HardState(self._term, self._vote, self._commit)
@@ -333,10 +353,12 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         )
         soft_key = self._soft_key()
         soft = self._soft_state() if soft_key != self._last_soft_key else None
+        messages, before_sync = self._order_messages()
         rd = Ready(
             hard_state=hard if hard != last else None,
             entries=entries,
-            messages=tuple(self._msgs),
+            messages=messages,
+            before_sync_count=before_sync,
             committed_entries=committed,
             committed_config=self._committed_config if self._committed_config_dirty else None,
             active_config=self.active_config if self._active_config_dirty else None,
@@ -359,16 +381,51 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._copy_targets = []
         self._active_config_dirty = False
         self._committed_config_dirty = False
-        self._ready_outstanding = True
+        self._outstanding.append(rd)
         return rd
 
+    def _order_messages(self) -> tuple[tuple[Message, ...], int]:
+        """The queued messages, those that may leave before the sync first, and how many they are.
+
+        Only a leader's AppendEntries and heartbeats may leave early, and only once the term
+        they carry is durable here: a leader that forgot its term in a crash could lead the
+        same term again and hand out a second, different entry at an index it already sent.
+        """
+        durable_term = self._durable_term
+        early: list[Message] = []
+        late: list[Message] = []
+        for m in self._msgs:
+            kind = type(m)
+            if (kind is AppendRequest or kind is Heartbeat) and m.term <= durable_term:
+                early.append(m)
+            else:
+                late.append(m)
+        return (*early, *late), len(early)
+
     def advance(self, ready: Ready) -> None:
-        """Confirm that ``ready`` was persisted, sent and applied as the contract says."""
-        if not self._ready_outstanding:
+        """Report that ``ready`` is durable and its after-sync messages are sent (its committed
+        entries are applied, or handed to the state machine in order).
+
+        Readies are advanced in the order ``ready()`` returned them.  Only now do the entries of
+        ``ready`` count toward commit on a leader.
+        """
+        if not self._outstanding:
             raise IllegalState("advance() called without an outstanding Ready")
-        self._ready_outstanding = False
+        if ready is not self._outstanding[0]:
+            raise IllegalState("advance() must confirm Readies in the order ready() returned them")
+        self._outstanding.popleft()
+        if ready.entries:
+            last = ready.entries[-1]
+            # The disk now ends at ``last``.  If the log has changed below it since (a new
+            # leader truncated it), _truncate_after already lowered the durable index.
+            if self._log.term_at(last.index) == last.term:
+                self._durable_index = last.index
+        if ready.hard_state is not None:
+            self._durable_term = max(self._durable_term, ready.hard_state.term)
         if ready.committed_entries:
             self._applied = ready.committed_entries[-1].index
+        if self._phase is Phase.LEADER and ready.entries:
+            self._maybe_commit()
 
     def _soft_state(self) -> SoftState:
         return SoftState(self.role, self._leader_id, self._term, self.leader_state)

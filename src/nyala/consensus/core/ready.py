@@ -40,8 +40,11 @@ class Ready:
     hard_state: HardState | None
     # Append to the log; an entry replaces any persisted entry with the same or a higher index.
     entries: tuple[LogEntry, ...]
-    # Send only once ``hard_state`` and ``entries`` (and those of every earlier Ready) are durable.
+    # Every message, those that may leave before the sync first (see the two properties below).
+    # A driver that sends all of them once this Ready is durable is correct, only slower.
     messages: tuple[Message, ...]
+    # How many of ``messages`` (a prefix) may be sent before this Ready is durable.
+    before_sync_count: int
     # Apply to the state machine, in order; all are committed and were in earlier or this Ready's entries.
     committed_entries: tuple[LogEntry, ...]
     # A newly committed config: write it to the consensus metadata (it outlives log GC).
@@ -56,9 +59,22 @@ class Ready:
     dropped_reads: tuple[int, ...]
     # Peers that need entries this leader has compacted: start a tablet copy to each.
     tablet_copy_targets: tuple[str, ...]
-    # Whether entries, term or vote changed: they must be synced before ``messages`` go out.
-    # (A changed commit index alone needs no sync.)
+    # Whether entries, term or vote changed: they must be synced before ``messages_after_sync``
+    # go out.  (A changed commit index alone needs no sync.)
     must_sync: bool
+
+    @property
+    def messages_before_sync(self) -> tuple[Message, ...]:
+        """Send at once, even before this Ready is durable: the leader's AppendEntries and
+        heartbeats of a term that is already durable (the leader appends in parallel with
+        replication; its own unsynced entries do not count toward commit)."""
+        return self.messages[: self.before_sync_count]
+
+    @property
+    def messages_after_sync(self) -> tuple[Message, ...]:
+        """Send only once this Ready's entries and hard state, and those of every earlier
+        Ready, are durable: votes, vote requests, acknowledgements and everything else."""
+        return self.messages[self.before_sync_count :]
 
 
 @dataclass(frozen=True, slots=True)
