@@ -6,6 +6,7 @@ import click
 
 from nyala._version import __version__
 from nyala.tools.cmd_master import master
+from nyala.tools.cmd_tserver import tserver
 from nyala.tools.cmd_wal import wal
 
 __all__ = ["main"]
@@ -19,3 +20,4 @@ def main() -> None:
 
 main.add_command(wal)
 main.add_command(master)
+main.add_command(tserver)

@@ -159,6 +159,12 @@ class TabletManager:
             tablet.set_state(tpb.FAILED, f"bootstrap failed: {e}")
             self._changed()
             return
+        log.info(
+            "tablet %s bootstrapped: store applied up to index %d, log replayed up to index %d",
+            tablet.tablet_id,
+            applied,
+            raft.last_index,
+        )
         self._start_serving(tablet, store, raft)
 
     def _start_serving(self, tablet: TabletReplica, store: DuckDBTabletStore, raft: RaftReplica) -> None:

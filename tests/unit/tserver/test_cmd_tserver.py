@@ -1,0 +1,39 @@
+"""``nyala tserver start``: its flags and the clear refusal of bad ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from nyala.tools.cli import main
+
+
+def test_help_lists_the_contract_flags() -> None:
+    result = CliRunner().invoke(main, ["tserver", "start", "--help"])
+    assert result.exit_code == 0
+    for flag in (
+        "--fs-data-dir",
+        "--rpc-bind-address",
+        "--master-addresses",
+        "--heartbeat-interval-ms",
+        "--raft-tick-interval-ms",
+        "--raft-heartbeat-interval-ms",
+        "--scanner-ttl-ms",
+        "--log-level",
+    ):
+        assert flag in result.output
+
+
+def test_bad_settings_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    base = ["tserver", "start", "--fs-data-dir", str(tmp_path / "ts")]
+    cases = [
+        (["--master-addresses", "127.0.0.1:notaport"], "port 'notaport' is not a number"),
+        (["--scanner-ttl-ms", "0"], "scanner_ttl_ms must be positive"),
+        (["--raft-tick-interval-ms", "100", "--raft-heartbeat-interval-ms", "50"], "must be at least"),
+    ]
+    for flags, message in cases:
+        result = CliRunner().invoke(main, base + flags)
+        assert result.exit_code == 1, result.output
+        assert message in result.output
+    assert not (tmp_path / "ts").exists()
