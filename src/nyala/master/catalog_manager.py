@@ -8,12 +8,13 @@ committed before is applied), loads the whole catalog from the store into a fres
 sets the ready term.  Catalog requests check :meth:`leader` first: NotTheLeader with the
 leader's RPC address on a follower, ServiceUnavailable on a leader that is not ready yet.
 
-Writes (seed 002's strict ordering): a caller holds :attr:`write_lock` (one catalog write at
-a time, which is the table and tablet locking of Kudu made coarse), validates against the
-committed view, builds one ``CatalogWritePB``, and calls :meth:`replicate`, which replicates
-it through Raft and, once applied, commits it to the view; only then does the caller send
-RPCs to tablet servers (through the tablet tasks).  Replication runs in a shielded task, so a
-caller cancelled at its deadline never leaves a replicated write uncommitted in memory.  If a
+Writes (seed 002's strict ordering): a caller runs its write in :meth:`exclusive`, holding
+:attr:`write_lock` (one catalog write at a time, which is the table and tablet locking of
+Kudu made coarse), validates against the committed view, builds one ``CatalogWritePB``, and
+calls :meth:`replicate`, which replicates it through Raft and, once applied, commits it to
+the view; only then does the caller send RPCs to tablet servers (through the tablet tasks).
+The locked body runs in its own shielded task, so a caller cancelled at its deadline never
+releases the lock early nor leaves a replicated write uncommitted in memory.  If a
 write fails in a way that leaves its outcome unknown, the view is rebuilt from the store.
 """
 
@@ -24,7 +25,8 @@ import contextlib
 import logging
 import time
 import uuid as uuid_module
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from nyala.catalog import cluster_id_mutation
 from nyala.common.errors import NotTheLeader, NyalaError, ServiceUnavailable, TimedOut
@@ -40,6 +42,8 @@ from nyala.proto import master_pb2 as mpb
 __all__ = ["CatalogManager"]
 
 log = logging.getLogger("nyala.master")
+
+T = TypeVar("T")
 
 _ROLE_PB: dict[Role, common_pb2.RaftRolePB] = {
     Role.LEADER: common_pb2.LEADER,
@@ -65,6 +69,7 @@ class CatalogManager:
         self._changed = asyncio.Event()
         self._monitor: asyncio.Task[None] | None = None
         self._becoming: asyncio.Task[None] | None = None
+        self._writers: set[asyncio.Task[Any]] = set()
         #: Called with the new view once this master is leader-ready, and with None when it stops leading.
         self.on_leadership: Callable[[LeaderView | None], None] | None = None
 
@@ -77,11 +82,10 @@ class CatalogManager:
         self._wake.set()
 
     async def stop(self) -> None:
-        for task in (self._monitor, self._becoming):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        tasks = [t for t in (self._monitor, self._becoming, *self._writers) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._lose_leadership()
         if self.replica is not None:
             await self.replica.close()
@@ -150,11 +154,32 @@ class CatalogManager:
 
     # -- the write path -------------------------------------------------------------------------
 
+    async def exclusive(self, body: Callable[[], Awaitable[T]]) -> T:
+        """Run ``body`` holding :attr:`write_lock`, to completion even if the caller is cancelled.
+
+        A caller cancelled at its deadline must not release the lock while its write is still
+        replicating (the next writer would validate against a view without it), nor leave a
+        replicated write uncommitted in memory; so the body runs in its own task.
+        """
+
+        async def locked() -> T:
+            async with self.write_lock:
+                return await body()
+
+        task = asyncio.get_running_loop().create_task(locked())
+        self._writers.add(task)
+        task.add_done_callback(self._writer_done)
+        return await asyncio.shield(task)
+
+    def _writer_done(self, task: asyncio.Task[Any]) -> None:
+        self._writers.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("catalog write failed: %s", task.exception())
+
     async def replicate(self, view: LeaderView, write: mpb.CatalogWritePB) -> None:
-        """Replicate one catalog write and commit it to ``view``; hold :attr:`write_lock`."""
+        """Replicate one catalog write and commit it to ``view``; only inside :meth:`exclusive`."""
         assert self.write_lock.locked(), "catalog writes must hold the write lock"
-        task = asyncio.get_running_loop().create_task(self._replicate_and_commit(view, write))
-        await asyncio.shield(task)
+        await self._replicate_and_commit(view, write)
 
     async def _replicate_and_commit(self, view: LeaderView, write: mpb.CatalogWritePB) -> None:
         replica = self.replica
@@ -204,7 +229,15 @@ class CatalogManager:
     async def _become_leader(self, term: int) -> None:
         replica = self.replica
         assert replica is not None
-        await self._try_become_leader(replica, term)
+        try:
+            await self._try_become_leader(replica, term)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # e.g. a catalog that does not load: this master must not lead
+            log.critical("could not become the ready leader of term %d; stepping down", term, exc_info=True)
+            with contextlib.suppress(NyalaError):
+                replica.step_down()
+            return
         if self._ready_term != term and replica.role is Role.LEADER and replica.term == term:
             # Still leading but not ready (a write failed): try again shortly.
             await asyncio.sleep(self.options.server.raft.raft_tick_interval_ms / 1000)

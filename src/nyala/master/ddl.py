@@ -67,18 +67,19 @@ class Ddl:
     async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
         view = self._manager.leader()
         new = validate_create_table(request, self._live_tservers(view), self._manager.options.catalog)
-        async with self._manager.write_lock:
+
+        async def write() -> tuple[str, int]:
             view = self._manager.leader()
             existing = view.catalog.table_by_name(new.name)
             if existing is not None:
                 raise AlreadyPresent(f"table {new.name!r} already exists with id {existing.table_id}")
             table_id = uuid_module.uuid4().hex
             tablets = self._place(view, table_id, new.partitioner.partitions, new.num_replicas)
-            write = create_table_write(table_id, new, tablets, time.time_ns() // 1000)
-            await self._manager.replicate(view, write)
-        log.info(
-            "created table %s (%s) with %d tablets x %d replicas", new.name, table_id, len(tablets), new.num_replicas
-        )
+            await self._manager.replicate(view, create_table_write(table_id, new, tablets, time.time_ns() // 1000))
+            return table_id, len(tablets)
+
+        table_id, count = await self._manager.exclusive(write)
+        log.info("created table %s (%s) with %d tablets x %d replicas", new.name, table_id, count, new.num_replicas)
         self._tasks.kick()
         if request.wait:
             await self._wait_created(table_id, timeout_s)
@@ -96,26 +97,25 @@ class Ddl:
         return view.create_done(view.catalog.find_table(ident))
 
     async def delete_table(self, request: mpb.DeleteTableRequestPB) -> None:
-        async with self._manager.write_lock:
+        async def write() -> tuple[TableInfo, int]:
             view = self._manager.leader()
             table = view.catalog.find_table(request.table)
             tablets = view.catalog.tablets_of(table.table_id)
-            write = delete_table_write(
-                table, tablets, f"table {table.name} deleted at {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            )
-            await self._manager.replicate(view, write)
-        log.info("deleted table %s (%s) and its %d tablets", table.name, table.table_id, len(tablets))
+            reason = f"table {table.name} deleted at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            await self._manager.replicate(view, delete_table_write(table, tablets, reason))
+            return table, len(tablets)
+
+        table, count = await self._manager.exclusive(write)
+        log.info("deleted table %s (%s) and its %d tablets", table.name, table.table_id, count)
         self._tasks.kick()
 
     async def alter_table(self, request: mpb.AlterTableRequestPB, timeout_s: float | None) -> int:
-        async with self._manager.write_lock:
+        async def write() -> TableInfo:
             view = self._manager.leader()
             table = view.catalog.find_table(request.table)
             plan = plan_alter(table, request)
-            if plan.new_name is not None:
-                holder = view.catalog.table_by_name(plan.new_name)
-                if holder is not None:
-                    raise AlreadyPresent(f"cannot rename table {table.name!r}: table {plan.new_name!r} already exists")
+            if plan.new_name is not None and view.catalog.table_by_name(plan.new_name) is not None:
+                raise AlreadyPresent(f"cannot rename table {table.name!r}: table {plan.new_name!r} already exists")
             new_tablets: list[NewTablet] = []
             if plan.added:
                 live = self._live_tservers(view)
@@ -124,9 +124,11 @@ class Ddl:
                 check_tablet_count(len(plan.added), table.num_replicas, live, options)
                 new_tablets = self._place(view, table.table_id, plan.added, table.num_replicas)
             dropped = self._dropped_tablets(view, table, plan.dropped)
-            write = alter_table_write(table, plan, new_tablets, dropped)
-            await self._manager.replicate(view, write)
-            version = table.version + 1
+            await self._manager.replicate(view, alter_table_write(table, plan, new_tablets, dropped))
+            return table
+
+        table = await self._manager.exclusive(write)
+        version = table.version + 1
         log.info("altered table %s (%s) to version %d", table.name, table.table_id, version)
         self._tasks.kick()
         if request.wait:

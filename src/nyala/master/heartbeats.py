@@ -132,16 +132,18 @@ class HeartbeatHandler:
         return tablet_update(tablet, uuid, reported) is not None
 
     async def _persist(self, uuid: str, updates: dict[str, mpb.ReportedTabletPB]) -> None:
-        async with self._manager.write_lock:
+        async def write() -> None:
             view = self._manager.leader()
             write = mpb.CatalogWritePB()
             for tablet_id, reported in updates.items():
-                tablet = view.catalog.tablet(tablet_id)
+                tablet = view.catalog.tablet(tablet_id)  # re-read: it may have changed meanwhile
                 entry = None if tablet is None or tablet.dead else tablet_update(tablet, uuid, reported)
                 if entry is not None:
                     write.mutations.append(tablet_mutation(tablet_id, entry))
             if write.mutations:
                 await self._manager.replicate(view, write)
+
+        await self._manager.exclusive(write)
 
 
 def tablet_update(tablet: TabletInfo, uuid: str, reported: mpb.ReportedTabletPB) -> mpb.SysTabletsEntryPB | None:

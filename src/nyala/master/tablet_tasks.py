@@ -101,6 +101,8 @@ class TabletTasks:
                 await asyncio.wait_for(self._kick.wait(), self._interval_s)
 
     def _round(self, view: LeaderView) -> None:
+        now = asyncio.get_running_loop().time()
+        self._retry_at = {k: t for k, t in self._retry_at.items() if t > now}  # forget settled work
         catalog = view.catalog
         for tablet_id in list(view.creating):
             tablet = catalog.tablet(tablet_id)
