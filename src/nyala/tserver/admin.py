@@ -10,7 +10,6 @@ anything changes; ``dest_uuid`` guards against a master talking to a stale addre
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from nyala.common.errors import InvalidArgument, NyalaError
@@ -23,18 +22,16 @@ from nyala.rpc import CallContext, RpcServer
 from nyala.schema import Partition, PartitionSchema, Schema
 from nyala.services import ALTER_SCHEMA, CREATE_TABLET, DELETE_TABLET, GET_CONSENSUS_STATE, LEADER_STEP_DOWN
 from nyala.tserver.manager import TabletManager
-from nyala.tserver.metadata import TabletMetadata
+from nyala.tserver.metadata import TABLET_ID_PATTERN, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
 from nyala.tserver.scanners import ScannerRegistry
 
 __all__ = ["AdminService", "parse_create_tablet"]
 
-_TABLET_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-
 
 def parse_create_tablet(request: tpb.CreateTabletRequestPB, self_uuid: str) -> tuple[TabletMetadata, RaftConfig]:
     """Validate a CreateTablet request in full; InvalidArgument names the first problem."""
-    if not _TABLET_ID.match(request.tablet_id):
+    if not TABLET_ID_PATTERN.match(request.tablet_id):
         raise InvalidArgument(f"tablet id {request.tablet_id!r} must be 1-128 letters, digits, '_' or '-'")
     if not request.table_id:
         raise InvalidArgument("CreateTablet needs a table_id")

@@ -31,7 +31,7 @@ from nyala.consensus.runtime import ConsensusMetadata, RaftReplica, RaftTranspor
 from nyala.consensus.runtime.cmeta import CMETA_FILE
 from nyala.proto import tserver_pb2 as tpb
 from nyala.storage import DuckDBTabletStore, StorageOptions, TabletStoreManager
-from nyala.tserver.metadata import META_FILE, DataState, MetadataFile, TabletMetadata
+from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, MetadataFile, TabletMetadata
 from nyala.tserver.state_machine import TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
 
@@ -66,6 +66,8 @@ class TabletManager:
         self._tablets: dict[str, TabletReplica] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop = asyncio.get_running_loop()
+        #: Tablet directories whose metadata could not be read at startup, with the error.
+        self.unreadable: dict[str, str] = {}
         #: Called (on the event loop) when a tablet's state, role, leader, config or schema changed.
         self.on_change: Callable[[], None] = lambda: None
 
@@ -95,6 +97,9 @@ class TabletManager:
         """Load every tablet directory, finish interrupted work, then bootstrap each tablet."""
         directories = await asyncio.to_thread(lambda: sorted(p for p in self._dir.iterdir() if p.is_dir()))
         for directory in directories:
+            if not TABLET_ID_PATTERN.match(directory.name):
+                log.warning("ignoring %s: not a tablet directory", directory)
+                continue
             tablet = await asyncio.to_thread(self._load, directory)
             if tablet is not None:
                 self._tablets[tablet.tablet_id] = tablet
@@ -114,7 +119,9 @@ class TabletManager:
             self._remove_files(directory.name, directory)
             return None
         except NyalaError as e:
+            # Its files stay untouched for an operator to look at; it is not served.
             log.error("cannot load tablet in %s: %s", directory, e)
+            self.unreadable[directory.name] = str(e)
             return None
         if meta.data_state is DataState.CREATING:
             if not (directory / CMETA_FILE).exists():
@@ -132,6 +139,8 @@ class TabletManager:
     def _remove_orphan_stores(self) -> None:
         for tablet_id in self.stores.tablet_ids_on_disk():
             tablet = self._tablets.get(tablet_id)
+            if tablet_id in self.unreadable:
+                continue
             if tablet is None or tablet.state == tpb.TOMBSTONED:
                 log.warning("removing the store of tablet %s: no tablet owns it", tablet_id)
                 self.stores.delete_tablet(tablet_id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,10 +30,12 @@ from typing import Any
 from nyala.common.errors import Corruption, InvalidArgument, NotFound
 from nyala.schema import Partition, PartitionSchema, Schema
 
-__all__ = ["META_FILE", "DataState", "MetadataFile", "PendingAlter", "TabletMetadata"]
+__all__ = ["META_FILE", "TABLET_ID_PATTERN", "DataState", "MetadataFile", "PendingAlter", "TabletMetadata"]
 
 META_FILE = "tablet_meta.json"
 FORMAT_VERSION = 1
+#: What a tablet id may look like (it names a directory and a file).
+TABLET_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 class DataState(enum.Enum):
