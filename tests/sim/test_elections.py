@@ -1,19 +1,26 @@
-"""Leader election under the simulator (MIT 6.5840 3A, plus pre-vote)."""
+"""Leader election under the simulator (MIT 6.5840 3A, plus pre-vote), with heartbeats on each
+leader's own phase and on the process's shared tick phase (``tick(now_tick)``): failure
+detection, check quorum and election timeouts must mean the same either way."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
+
 from nyala.consensus.core import RaftOptions
 from nyala.testing.sim import Cluster
+
+TICKS = pytest.mark.parametrize("ticks", ["own", "aligned"])
 
 
 def terms(cluster: Cluster) -> set[int]:
     return {n.core.term for n in cluster.nodes.values() if n.core is not None}
 
 
-def test_initial_election_within_5s_and_nothing_changes_without_faults() -> None:
-    cluster = Cluster(3, seed=11)
+@TICKS
+def test_initial_election_within_5s_and_nothing_changes_without_faults(ticks: str) -> None:
+    cluster = Cluster(3, seed=11, ticks=ticks)
     leader = cluster.check_one_leader(timeout_ms=5_000)
     assert cluster.now_ms <= 5_000
     first_terms = terms(cluster)
@@ -24,8 +31,9 @@ def test_initial_election_within_5s_and_nothing_changes_without_faults() -> None
     assert cluster.leader() is leader
 
 
-def test_re_election_after_the_leader_is_cut_off_and_none_without_a_quorum() -> None:
-    cluster = Cluster(3, seed=12)
+@TICKS
+def test_re_election_after_the_leader_is_cut_off_and_none_without_a_quorum(ticks: str) -> None:
+    cluster = Cluster(3, seed=12, ticks=ticks)
     leader1 = cluster.check_one_leader()
     cluster.disconnect(leader1.peer_id)
     leader2 = cluster.check_one_leader()
@@ -45,8 +53,9 @@ def test_re_election_after_the_leader_is_cut_off_and_none_without_a_quorum() -> 
     assert len({n.core.leader_id for n in cluster.nodes.values() if n.core is not None}) == 1
 
 
-def test_many_elections_among_seven_with_three_cut_off_each_round() -> None:
-    cluster = Cluster(7, seed=13)
+@TICKS
+def test_many_elections_among_seven_with_three_cut_off_each_round(ticks: str) -> None:
+    cluster = Cluster(7, seed=13, ticks=ticks)
     rng = random.Random(13)
     cluster.check_one_leader()
     for _ in range(10):
@@ -60,8 +69,9 @@ def test_many_elections_among_seven_with_three_cut_off_each_round() -> None:
     cluster.check_one_leader()
 
 
-def test_pre_vote_keeps_a_partitioned_server_from_disrupting_the_leader() -> None:
-    cluster = Cluster(3, seed=14)
+@TICKS
+def test_pre_vote_keeps_a_partitioned_server_from_disrupting_the_leader(ticks: str) -> None:
+    cluster = Cluster(3, seed=14, ticks=ticks)
     leader = cluster.check_one_leader()
     term = leader.core.term if leader.core else -1
     follower = next(n for n in cluster.nodes.values() if n is not leader)

@@ -1,15 +1,21 @@
-"""Crashes, restarts and unreliable networks (MIT 6.5840 3C).
+"""Crashes, restarts and unreliable networks (MIT 6.5840 3C), with both drivers.
 
 A crash loses every Ready whose fsync had not completed; a restart rebuilds the replica from
-what reached the disk.  The simulator's checker verifies log matching, leader completeness
-and state machine safety at every step, so each test also asserts those by running at all.
+what reached the disk.  With the pipelined driver a leader's entries have already left when
+it crashes before its sync; with the sequential one nothing leaves before the sync.  The
+simulator's checker verifies log matching, leader completeness and state machine safety at
+every step, so each test also asserts those by running at all.
 """
 
 from __future__ import annotations
 
 import random
 
+import pytest
+
 from nyala.testing.sim import Cluster, NetworkProfile, PendingOp
+
+pytestmark = pytest.mark.parametrize("driver", ["pipelined", "sequential"])
 
 
 def crash_and_restart(cluster: Cluster, *peer_ids: str) -> None:
@@ -19,8 +25,8 @@ def crash_and_restart(cluster: Cluster, *peer_ids: str) -> None:
         cluster.restart(peer_id)
 
 
-def test_state_survives_crashes_of_everyone_the_leader_and_followers() -> None:
-    cluster = Cluster(3, seed=41)
+def test_state_survives_crashes_of_everyone_the_leader_and_followers(driver: str) -> None:
+    cluster = Cluster(3, seed=41, driver=driver)
     cluster.one(b"11", 3)
     crash_and_restart(cluster, *cluster.nodes)
     cluster.one(b"12", 3)
@@ -36,8 +42,8 @@ def test_state_survives_crashes_of_everyone_the_leader_and_followers() -> None:
     assert all(n.applied >= index for n in cluster.nodes.values())
 
 
-def test_more_persistence_with_five_replicas_losing_two_then_three() -> None:
-    cluster = Cluster(5, seed=42)
+def test_more_persistence_with_five_replicas_losing_two_then_three(driver: str) -> None:
+    cluster = Cluster(5, seed=42, driver=driver)
     index = 1
     for i in range(5):
         cluster.one(f"{10 + i}".encode(), 5)
@@ -57,8 +63,8 @@ def test_more_persistence_with_five_replicas_losing_two_then_three() -> None:
     assert cluster.one(b"end", 5) > index
 
 
-def test_a_partitioned_leader_and_a_crashed_follower_recover() -> None:
-    cluster = Cluster(3, seed=43)
+def test_a_partitioned_leader_and_a_crashed_follower_recover(driver: str) -> None:
+    cluster = Cluster(3, seed=43, driver=driver)
     cluster.one(b"101", 3)
     leader = cluster.check_one_leader()
     follower = next(p for p in cluster.nodes if p != leader.peer_id)
@@ -97,23 +103,23 @@ def _figure8(cluster: Cluster, rounds: int, rng: random.Random, crash: bool) -> 
         cluster.restart(peer_id) if crash else cluster.reconnect(peer_id)
 
 
-def test_figure_8_commit_rule_holds_under_repeated_leader_crashes() -> None:
-    cluster = Cluster(5, seed=44)
+def test_figure_8_commit_rule_holds_under_repeated_leader_crashes(driver: str) -> None:
+    cluster = Cluster(5, seed=44, driver=driver)
     cluster.one(b"start", 5)
     _figure8(cluster, 600, random.Random(44), crash=True)
     cluster.one(b"end", 5, timeout_ms=20_000)
 
 
-def test_figure_8_on_an_unreliable_network_with_long_reordering() -> None:
-    cluster = Cluster(5, seed=45, profile=NetworkProfile.unreliable())
+def test_figure_8_on_an_unreliable_network_with_long_reordering(driver: str) -> None:
+    cluster = Cluster(5, seed=45, profile=NetworkProfile.unreliable(), driver=driver)
     cluster.one(b"start", 1)
     _figure8(cluster, 200, random.Random(45), crash=False)
     cluster.network.profile = NetworkProfile.reliable()
     cluster.one(b"end", 5, timeout_ms=20_000)
 
 
-def test_concurrent_agreement_on_an_unreliable_network() -> None:
-    cluster = Cluster(5, seed=46, profile=NetworkProfile.unreliable())
+def test_concurrent_agreement_on_an_unreliable_network(driver: str) -> None:
+    cluster = Cluster(5, seed=46, profile=NetworkProfile.unreliable(), driver=driver)
     cluster.check_one_leader(10_000)
     for i in range(50):
         for j in range(4):
@@ -174,9 +180,9 @@ def _churn(cluster: Cluster, rng: random.Random) -> None:
         assert cluster.checker.applied[index].payload == payload
 
 
-def test_reliable_churn_loses_no_acknowledged_value() -> None:
-    _churn(Cluster(5, seed=47), random.Random(47))
+def test_reliable_churn_loses_no_acknowledged_value(driver: str) -> None:
+    _churn(Cluster(5, seed=47, driver=driver), random.Random(47))
 
 
-def test_unreliable_churn_loses_no_acknowledged_value() -> None:
-    _churn(Cluster(5, seed=48, profile=NetworkProfile.unreliable()), random.Random(48))
+def test_unreliable_churn_loses_no_acknowledged_value(driver: str) -> None:
+    _churn(Cluster(5, seed=48, profile=NetworkProfile.unreliable(), driver=driver), random.Random(48))

@@ -10,7 +10,7 @@ import pytest
 
 from nyala.consensus.core import Heartbeat, _replication
 from nyala.consensus.core.log import RaftLog
-from nyala.testing.sim import SimOptions, replay_command, run_seed
+from nyala.testing.sim import Cluster, SimOptions, replay_command, run_seed
 
 CI_SEEDS = 300  # the issue asks for at least 300 seeds with every nemesis in CI
 CHUNK = 25
@@ -28,11 +28,12 @@ def test_random_runs_with_every_nemesis_keep_raft_safe_live_and_linearizable(fir
         operations += result.operations
         faults.update(k.split("-")[0] for k, v in result.actions.items() for _ in range(v))
         faults["tablet copies"] += result.tablet_copies
+        faults["mid-write crashes"] += result.actions.get("crash-leader-mid-write", 0)
         if not result.ok:
             failures.append(f"seed {seed}: {result.violation}\n  replay: {replay_command(seed, options)}")
     assert not failures, "\n".join(failures)
     # The runs did attack the cluster and did serve clients (or the checks above prove little).
-    for kind in ("partition", "crash", "pause", "churn", "tablet copies"):
+    for kind in ("partition", "crash", "pause", "churn", "disk", "tablet copies", "mid-write crashes"):
         assert faults[kind] > 0, f"no {kind} in seeds {first}..{first + CHUNK - 1}: {faults}"
     assert operations > 20 * CHUNK
 
@@ -61,6 +62,14 @@ def _first_violation(seeds: range) -> str | None:
     return None
 
 
+def test_random_runs_mix_both_drivers_and_both_heartbeat_phases() -> None:
+    nodes = Cluster(5, seed=3, driver="mixed", ticks="mixed").nodes.values()
+    assert {n.pipelined for n in nodes} == {True, False}
+    assert {n.aligned for n in nodes} == {True, False}
+    assert SimOptions().driver == "mixed"
+    assert SimOptions().ticks == "mixed"
+
+
 def test_the_simulator_catches_votes_for_stale_logs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RaftLog, "is_up_to_date", lambda self, last_index, last_term: True)
     violation = _first_violation(range(15))
@@ -76,6 +85,22 @@ def test_the_simulator_catches_followers_committing_beyond_what_matches(monkeypa
             self._send(Heartbeat(self.group_id, self.peer_id, peer_id, self._term, self._commit, self._read_seq))
 
     monkeypatch.setattr(_replication.ReplicationMixin, "_broadcast_heartbeats", uncapped_heartbeats)
-    violation = _first_violation(range(15))
+    violation = _first_violation(range(40))
     assert violation is not None
     assert "state machine safety" in violation or "committed entry lost" in violation
+
+
+def test_the_simulator_catches_a_leader_counting_its_own_unsynced_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted = _replication.ReplicationMixin._maybe_commit
+
+    def counting_unsynced(self: _replication.ReplicationMixin) -> None:
+        durable, self._durable_index = self._durable_index, self._log.last_index
+        try:
+            counted(self)
+        finally:
+            self._durable_index = durable
+
+    monkeypatch.setattr(_replication.ReplicationMixin, "_maybe_commit", counting_unsynced)
+    violation = _first_violation(range(10))
+    assert violation is not None
+    assert "commit without a durable majority" in violation

@@ -2,6 +2,7 @@
 
     nyala-sim --seeds 1000 --nemesis all          # seeds 0..999, every nemesis
     nyala-sim --seed 4711 --nemesis crash,churn   # one seed, with its details
+    nyala-sim --seeds 500 --driver pipelined --ticks aligned
 
 Each violation is printed with its seed and the exact command that replays it; the summary
 gives the number of seeds, violations, simulated steps and steps per second.  The exit code
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 
 import click
 
+from nyala.testing.sim.cluster import DRIVERS, TICK_MODES
 from nyala.testing.sim.nemesis import ALL_NEMESES
 from nyala.testing.sim.runner import SeedResult, SimOptions, parse_nemeses, replay_command, run_seed
 
@@ -51,6 +53,20 @@ def _results(seeds: range, options: SimOptions, jobs: int) -> Iterator[SeedResul
 @click.option("--nodes", type=click.IntRange(min=1, max=7), default=SimOptions.nodes, show_default=True)
 @click.option("--clients", type=click.IntRange(min=1), default=SimOptions.clients, show_default=True)
 @click.option("--keys", type=click.IntRange(min=1), default=SimOptions.keys, show_default=True)
+@click.option(
+    "--driver",
+    type=click.Choice(DRIVERS),
+    default=SimOptions.driver,
+    show_default=True,
+    help="pipelined: the leader sends before its own sync; sequential: everything after it; mixed: per replica.",
+)
+@click.option(
+    "--ticks",
+    type=click.Choice(TICK_MODES),
+    default=SimOptions.ticks,
+    show_default=True,
+    help="aligned: heartbeats on a shared tick phase (tick(now_tick)); own: counted per leader; mixed: per replica.",
+)
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Worker processes.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first violation.")
 def main(
@@ -62,6 +78,8 @@ def main(
     nodes: int,
     clients: int,
     keys: int,
+    driver: str,
+    ticks: str,
     jobs: int,
     fail_fast: bool,
 ) -> None:
@@ -69,7 +87,9 @@ def main(
         kinds = parse_nemeses(nemesis)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--nemesis") from exc
-    options = SimOptions(duration_ms=duration_ms, nodes=nodes, clients=clients, keys=keys, nemeses=kinds)
+    options = SimOptions(
+        duration_ms=duration_ms, nodes=nodes, clients=clients, keys=keys, nemeses=kinds, driver=driver, ticks=ticks
+    )
     if seed is not None:
         start, seeds = seed, 1
     started = time.perf_counter()

@@ -2,6 +2,12 @@
 
 Everything random comes from ``random.Random`` instances derived from the cluster's seed, and
 nothing iterates over hash-ordered sets, so a seed replays a run exactly.
+
+``driver`` chooses how replicas run the driver contract: ``pipelined`` (the leader's
+AppendEntries leave before its own sync, Readies are taken while earlier ones are written),
+``sequential`` (everything waits for the sync, one Ready at a time) or ``mixed`` (each
+replica draws one).  ``ticks`` chooses whether replicas pass their process tick counter to
+``tick()`` so that heartbeats fall on a shared phase: ``own``, ``aligned`` or ``mixed``.
 """
 
 from __future__ import annotations
@@ -10,14 +16,17 @@ import random
 from collections.abc import Callable, Iterable
 
 from nyala.common.errors import NyalaError
-from nyala.consensus.core import LeaderState, Message, OpId, RaftConfig, RaftOptions
-from nyala.testing.sim.checker import SafetyChecker
+from nyala.consensus.core import LeaderState, Message, OpId, RaftConfig, RaftCore, RaftOptions
+from nyala.testing.sim.checker import SafetyChecker, SafetyViolation
 from nyala.testing.sim.disk import SimDisk
 from nyala.testing.sim.loop import MS, EventLoop
 from nyala.testing.sim.network import Network, NetworkProfile
 from nyala.testing.sim.node import SimNode
 
-__all__ = ["Cluster"]
+__all__ = ["DRIVERS", "TICK_MODES", "Cluster"]
+
+DRIVERS = ("pipelined", "sequential", "mixed")
+TICK_MODES = ("own", "aligned", "mixed")
 
 
 class Cluster:
@@ -32,8 +41,17 @@ class Cluster:
         options: RaftOptions | None = None,
         profile: NetworkProfile | None = None,
         fsync_us: tuple[int, int] = (100, 2 * MS),
+        driver: str = "pipelined",
+        ticks: str = "own",
     ) -> None:
+        if driver not in DRIVERS:
+            raise ValueError(f"unknown driver {driver!r}; choose from {', '.join(DRIVERS)}")
+        if ticks not in TICK_MODES:
+            raise ValueError(f"unknown tick mode {ticks!r}; choose from {', '.join(TICK_MODES)}")
         self.seed = seed
+        self.driver = driver
+        self.ticks = ticks
+        self._mode_rng = random.Random(seed * 15485863 + 5)
         self.rng = random.Random(seed)
         self.loop = EventLoop()
         self.checker = SafetyChecker()
@@ -44,6 +62,7 @@ class Cluster:
         self.tick_us = self.options.raft_tick_interval_ms * MS
         self.fsync_us = fsync_us
         self.nodes: dict[str, SimNode] = {}
+        self.retired: dict[str, SimNode] = {}  # deleted replicas, kept for the durability check
         self.disconnected: set[str] = set()  # cut off by disconnect(); partitions are the network's
         self.tablet_copies = 0
         self._fsync_rng = random.Random(seed * 104729 + 3)
@@ -64,7 +83,9 @@ class Cluster:
         """Create and start a replica; without ``config`` it knows no config (a new, empty replica)."""
         disk = SimDisk.fresh(config if config is not None else RaftConfig(()))
         seed = self.seed * 1_000_033 + int(peer_id.lstrip("n") or 0)
-        node = SimNode(self, peer_id, disk, seed, tick_us or self.tick_us)
+        pipelined = self.driver == "pipelined" or (self.driver == "mixed" and self._mode_rng.random() < 0.5)
+        aligned = self.ticks == "aligned" or (self.ticks == "mixed" and self._mode_rng.random() < 0.5)
+        node = SimNode(self, peer_id, disk, seed, tick_us or self.tick_us, pipelined, aligned)
         self.nodes[peer_id] = node
         node.start()
         return node
@@ -73,6 +94,7 @@ class Cluster:
         """Stop a replica for good and forget it (a tombstoned, deleted replica)."""
         node = self.nodes.pop(peer_id)
         node.crash()
+        self.retired[peer_id] = node
         self.network.reconnect(peer_id)
 
     def node(self, peer_id: str) -> SimNode:
@@ -86,9 +108,36 @@ class Cluster:
         if node is not None:
             node.deliver(m)
 
-    def fsync_delay(self) -> int:
-        low, high = self.fsync_us
+    def fsync_delay(self, fsync_us: tuple[int, int] | None = None) -> int:
+        low, high = fsync_us or self.fsync_us
         return self._fsync_rng.randint(low, high)
+
+    def check_commit_is_durable(self, core: RaftCore) -> None:
+        """A leader's commit index must be on the *disks* of a majority of its voters.
+
+        This is what makes the leader's early sends safe: its own unsynced copy must not have
+        counted.  (Raft guarantees an acknowledged entry stays on the follower's disk at least
+        until the leader learns it is committed, so checking at commit time is exact.)
+        """
+        index = core.commit_index
+        term = core.term_at(index)
+        if index == 0 or term is None:
+            return
+        # The commit was counted under the active config of that moment; a promotion may have
+        # been appended since (one change at a time, so it was then the committed config).
+        configs = (core.active_config, core.committed_config)
+        for config in configs:
+            holders = [v for v in config.voters if self._holds_durably(v, index, term)]
+            if len(holders) >= config.majority:
+                return
+        raise SafetyViolation(
+            f"commit without a durable majority: leader {core.peer_id} of term {core.term} committed "
+            f"{index}@{term}, but no majority of the voters of {[list(c.voters) for c in configs]} hold it on disk"
+        )
+
+    def _holds_durably(self, peer_id: str, index: int, term: int) -> bool:
+        node = self.nodes.get(peer_id) or self.retired.get(peer_id)
+        return node is not None and node.disk.holds(index, term)
 
     # ------------------------------------------------------------------ time
 

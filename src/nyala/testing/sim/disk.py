@@ -55,6 +55,14 @@ class SimDisk:
         offset = index - self.base.index - 1
         return self.entries[offset] if 0 <= offset < len(self.entries) else None
 
+    def holds(self, index: int, term: int) -> bool:
+        """Whether entry ``index``@``term`` is durable here (a compacted or copied prefix counts:
+        only committed entries are ever compacted)."""
+        if index <= self.base.index:
+            return True
+        entry = self.entry(index)
+        return entry is not None and entry.term == term
+
     def chain_at(self, index: int) -> int | None:
         if index == self.base.index:
             return self.base_chain

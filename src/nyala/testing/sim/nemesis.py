@@ -5,14 +5,18 @@ Each enabled nemesis is a recurring event that starts a fault and schedules its 
 - ``partition``: random halves, one isolated node, the leader isolated, a majorities ring
   (each node sees a majority, no two the same) or a bridge (two halves joined by one node);
 - ``crash``: one node, the leader, a minority or now and then a majority, each killed
-  (half the time with a torn last write) and restarted later;
+  (half the time with a torn last write) and restarted later; or the leader killed *mid-write*:
+  after its AppendEntries left, before its own sync completed (a pipelined leader loses
+  entries its followers may hold and commit);
 - ``pause``: a node or the leader stops (SIGSTOP) and resumes;
 - ``net``: lost, duplicated and long-delayed (hence reordered) messages all along;
 - ``churn``: membership changes through the leader: add a NON_VOTER to be promoted, remove
   a voter or a non-voter, demote a voter, graceful transfer (named or automatic), abrupt
   step-down; removed replicas keep running a while (disruptive servers), then are deleted;
 - ``compact``: aggressive log compaction, so lagging replicas need tablet copies;
-- ``skew``: replicas tick at rates up to 25% apart.
+- ``skew``: replicas tick at rates up to 25% apart;
+- ``disk``: a replica's (often the leader's) fsyncs turn slow for a while, so that followers
+  acknowledge, and commit, entries before a pipelined leader's own sync completes.
 
 ``heal()`` ends every fault: the network heals and turns reliable, paused nodes resume,
 crashed nodes restart.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 from nyala.common.errors import NyalaError
 from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftCore
@@ -31,7 +36,7 @@ from nyala.testing.sim.network import NetworkProfile
 
 __all__ = ["ALL_NEMESES", "Nemesis"]
 
-ALL_NEMESES = ("partition", "crash", "pause", "net", "churn", "compact", "skew")
+ALL_NEMESES = ("partition", "crash", "pause", "net", "churn", "compact", "skew", "disk")
 MAX_MEMBERS = 7
 MIN_VOTERS = 3
 
@@ -57,6 +62,7 @@ class Nemesis:
             "crash": self._crash,
             "pause": self._pause,
             "churn": self._churn,
+            "disk": self._slow_disk,
         }
         for kind, action in schedule.items():
             if kind in self.kinds:
@@ -72,6 +78,8 @@ class Nemesis:
         cluster.network.heal()
         cluster.network.profile = NetworkProfile.reliable()
         for node in list(cluster.nodes.values()):
+            node.fsync_us = None
+            node.arm_crash_before_sync(None)
             if node.paused:
                 node.resume()
             if not node.up:
@@ -124,7 +132,12 @@ class Nemesis:
         cluster, rng = self.cluster, self._rng
         up = [n for n in cluster.nodes.values() if n.up]
         roll = rng.random()
-        if roll < 0.25 and cluster.leader() is not None:
+        leader = cluster.leader()
+        if roll < 0.15 and leader is not None:
+            leader.arm_crash_before_sync(partial(self._crash_mid_write, leader.peer_id, leader.incarnation))
+            self._later(rng.randint(1 * SECOND, 5 * SECOND), self._crash)
+            return
+        if roll < 0.35 and cluster.leader() is not None:
             victims = [cluster.leader()]
             self._count("crash-leader")
         elif roll < 0.85 or len(up) < 3:
@@ -139,6 +152,20 @@ class Nemesis:
                 node.crash(rng if rng.random() < 0.5 else None)
                 cluster.loop.call_later(rng.randint(200 * MS, 4 * SECOND), self._restart, node.peer_id)
         self._later(rng.randint(1 * SECOND, 5 * SECOND), self._crash)
+
+    def _crash_mid_write(self, peer_id: str, incarnation: int, until_sync_us: int) -> None:
+        """Armed on the leader: its early messages are out; crash it before its write is synced."""
+        self._count("crash-leader-mid-write")
+        delay = self._rng.randint(0, max(0, until_sync_us - 1))
+        self.cluster.loop.call_later(delay, self._crash_now, (peer_id, incarnation))
+
+    def _crash_now(self, arg: tuple[str, int]) -> None:
+        peer_id, incarnation = arg
+        node = self.cluster.nodes.get(peer_id)
+        if node is None or not node.up or node.incarnation != incarnation or self._stopped:
+            return
+        node.crash(self._rng if self._rng.random() < 0.5 else None)
+        self.cluster.loop.call_later(self._rng.randint(200 * MS, 4 * SECOND), self._restart, peer_id)
 
     def _restart(self, peer_id: str) -> None:
         node = self.cluster.nodes.get(peer_id)
@@ -160,6 +187,25 @@ class Nemesis:
         node = self.cluster.nodes.get(peer_id)
         if node is not None:
             node.resume()
+
+    # ------------------------------------------------------------------ slow disks
+
+    def _slow_disk(self, _: None) -> None:
+        cluster, rng = self.cluster, self._rng
+        leader = cluster.leader()
+        candidates = [n for n in cluster.nodes.values() if n.up]
+        if candidates:
+            node = leader if leader is not None and rng.random() < 0.6 else rng.choice(candidates)
+            low = rng.randint(3 * MS, 20 * MS)
+            node.fsync_us = (low, low + rng.randint(0, 60 * MS))
+            self._count("disk-slow")
+            cluster.loop.call_later(rng.randint(300 * MS, 4 * SECOND), self._fast_disk, node.peer_id)
+        self._later(rng.randint(1 * SECOND, 4 * SECOND), self._slow_disk)
+
+    def _fast_disk(self, peer_id: str) -> None:
+        node = self.cluster.nodes.get(peer_id)
+        if node is not None:
+            node.fsync_us = None
 
     # ------------------------------------------------------------------ compaction
 

@@ -1,11 +1,22 @@
 """One simulated replica: a RaftCore driven exactly as the driver contract says.
 
 After every input (a tick, a message, a client call) the node takes the core's Ready if it
-has one.  A Ready that must be synced goes to the disk after a simulated fsync latency; the
-core keeps running meanwhile (group commit) but no second Ready is taken until this one is
-done.  Only when the sync completes are its messages sent, its committed entries applied and
-the core advanced.  A crash in between loses the whole Ready, or with a torn write keeps only
-part of it, which is what a real machine does to writes that were not reported durable.
+has one.  A Ready that must be synced goes to the disk after a simulated fsync latency; only
+when the sync completes are its (after-sync) messages sent, its committed entries applied
+and the core advanced.  Two drivers exist, as in production:
+
+- *sequential*: no second Ready is taken until this one is done, and every message waits for
+  the sync (the simple driver);
+- *pipelined*: the leader's early messages (``Ready.messages_before_sync``) leave at once,
+  before the leader's own sync, and further Readies are taken while earlier ones are still
+  being written; syncs complete in order (one log), each Ready then completes in turn.
+
+A crash loses every Ready not yet synced, or with a torn write keeps the earlier ones and
+part of one, which is what a real machine does to writes that were not reported durable.
+Only the leader's unsynced entries are then lost that its followers may already hold.
+
+A node passes ``now_tick`` (its process's own tick counter) to ``tick()`` when its heartbeats
+are *aligned*, as the production transport does for all the replicas of a process.
 
 A paused node (SIGSTOP) neither ticks nor handles messages or sync completions; they wait
 in a backlog that it works through when resumed.
@@ -14,6 +25,7 @@ in a backlog that it works through when resumed.
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,21 +65,36 @@ class PendingOp:
 
 
 class SimNode:
-    def __init__(self, cluster: Cluster, peer_id: str, disk: SimDisk, seed: int, tick_us: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        peer_id: str,
+        disk: SimDisk,
+        seed: int,
+        tick_us: int,
+        pipelined: bool = True,
+        aligned: bool = False,
+    ) -> None:
         self.cluster = cluster
         self.peer_id = peer_id
         self.disk = disk
         self.tick_us = tick_us
+        self.pipelined = pipelined
+        self.aligned = aligned
+        #: Per-node fsync latency range in microseconds (a slow disk); None: the cluster's.
+        self.fsync_us: tuple[int, int] | None = None
         self._seed = seed
         self.core: RaftCore | None = None
         self.up = False
         self.paused = False
-        self.busy = False
         self.incarnation = 0
+        self.now_tick = 0  # the process's tick counter (passed to tick() when aligned)
         self.kv: dict[str, str] = {}
         self.applied = 0
         self.applied_config: RaftConfig = disk.snapshot.config
-        self._inflight: Ready | None = None
+        self._writing: deque[Ready] = deque()  # taken, not yet synced and completed, in order
+        self._last_sync_due = 0
+        self._crash_trap: Callable[[int], None] | None = None
         self._backlog: list[tuple[Callable[[Any], None], Any]] = []
         self._pending_writes: dict[int, list[tuple[int, PendingOp]]] = {}
         self._read_waiters: dict[int, PendingOp] = {}
@@ -96,23 +123,32 @@ class SimNode:
         self.applied_config = snapshot.config
         self.up = True
         self.paused = False
-        self.busy = False
-        self._inflight = None
+        self._writing = deque()
         self._backlog = []
+        self.now_tick = rng.randint(0, 999)  # a new process: its clock has some other phase
         self.cluster.loop.call_later(rng.randint(0, self.tick_us), self._on_tick, self.incarnation)
         self._pump()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a Ready is being written."""
+        return bool(self._writing)
+
     def crash(self, torn_rng: random.Random | None = None) -> None:
-        """Stop dead.  With ``torn_rng``, part of an unsynced Ready may reach the disk."""
+        """Stop dead.  With ``torn_rng``, part of the unsynced Readies may reach the disk."""
         if not self.up:
             return
-        if torn_rng is not None and self._inflight is not None:
-            self._persist_torn(self._inflight, torn_rng)
+        if torn_rng is not None and self._writing:
+            writing = list(self._writing)
+            whole = torn_rng.randint(0, len(writing) - 1) if len(writing) > 1 else 0
+            for rd in writing[:whole]:  # written in order: earlier ones may be complete
+                self._persist(rd.entries, rd)
+            self._persist_torn(writing[whole], torn_rng)
         self.up = False
         self.paused = False
-        self.busy = False
         self.core = None
-        self._inflight = None
+        self._writing = deque()
+        self._crash_trap = None
         self._backlog = []
         self.incarnation += 1
         self._fail_client_ops("unknown")
@@ -141,7 +177,8 @@ class SimNode:
         if self.paused:
             return
         assert self.core is not None
-        self.core.tick()
+        self.now_tick += 1
+        self.core.tick(self.now_tick if self.aligned else None)
         self._pump()
 
     def deliver(self, m: Message) -> None:
@@ -195,18 +232,41 @@ class SimNode:
 
     def _pump(self) -> None:
         core = self.core
-        while core is not None and not self.busy and not self.paused and core.has_ready():
+        loop = self.cluster.loop
+        while core is self.core and core is not None and not self.paused and core.has_ready():
+            if self._writing and not self.pipelined:
+                return  # the sequential driver: one Ready at a time
             rd = core.ready()
             if rd.soft_state is not None and rd.soft_state.role is Role.LEADER:
                 self.cluster.checker.on_leader(self.peer_id, core)
             if rd.hard_state is not None and core.is_leader:
                 self.cluster.checker.on_leader_commit(core)
-            if rd.must_sync:
-                self.busy = True
-                self._inflight = rd
-                self.cluster.loop.call_later(self.cluster.fsync_delay(), self._synced, (self.incarnation, rd))
-                return
-            self._complete(rd)
+                self.cluster.check_commit_is_durable(core)
+            if self.pipelined:
+                send = self.cluster.network.send
+                for m in rd.messages_before_sync:
+                    send(m)
+            if not rd.must_sync and not self._writing:
+                self._complete(rd)
+                continue
+            # Syncs complete in order (one log); a Ready with nothing to sync waits for the earlier ones.
+            due = loop.now + self._fsync_delay() if rd.must_sync else loop.now
+            due = self._last_sync_due = max(due, self._last_sync_due) if self._writing else due
+            self._writing.append(rd)
+            loop.call_at(due, self._synced, (self.incarnation, rd))
+            if rd.entries and core.is_leader and self._crash_trap is not None:
+                trap, self._crash_trap = self._crash_trap, None
+                trap(due - loop.now)
+
+    def _fsync_delay(self) -> int:
+        if self.fsync_us is None:
+            return self.cluster.fsync_delay()
+        return self.cluster.fsync_delay(self.fsync_us)
+
+    def arm_crash_before_sync(self, trap: Callable[[int], None] | None) -> None:
+        """Call ``trap(microseconds until the sync)`` when this node next queues a leader's
+        Ready with entries: its early messages are already out, its own write is not done."""
+        self._crash_trap = trap
 
     def _synced(self, arg: tuple[int, Ready]) -> None:
         incarnation, rd = arg
@@ -215,6 +275,8 @@ class SimNode:
         if self.paused:
             self._backlog.append((self._synced, arg))
             return
+        head = self._writing.popleft()
+        assert head is rd, f"{self.peer_id}: syncs completed out of order"
         self._complete(rd)
         self._pump()
 
@@ -222,7 +284,7 @@ class SimNode:
         assert self.core is not None
         self._persist(rd.entries, rd)
         send = self.cluster.network.send
-        for m in rd.messages:
+        for m in rd.messages_after_sync if self.pipelined else rd.messages:
             send(m)
         for entry in rd.committed_entries:
             self._apply(entry)
@@ -240,8 +302,6 @@ class SimNode:
         for target in rd.tablet_copy_targets:
             self.cluster.request_tablet_copy(self.peer_id, target, self.core.term)
         self.core.advance(rd)
-        self._inflight = None
-        self.busy = False
 
     def _persist(self, entries: tuple[LogEntry, ...], rd: Ready | None) -> None:
         disk = self.disk

@@ -1,6 +1,8 @@
 """One random run per seed: chaos, then heal, then the end-of-run checks.
 
-1. A cluster of ``nodes`` voters starts with clients and the chosen nemeses.
+1. A cluster of ``nodes`` voters starts with clients and the chosen nemeses.  By default each
+   replica draws its driver (pipelined or sequential) and whether its heartbeats follow a
+   shared tick phase (``SimOptions.driver``, ``SimOptions.ticks``).
 2. After ``duration_ms`` of virtual time every fault is healed.
 3. Liveness: within ``heal_timeout_ms`` a leader must commit a final entry and every
    replica of its config must apply everything it committed.
@@ -37,6 +39,8 @@ class SimOptions:
     keys: int = 6
     nemeses: frozenset[str] = frozenset(ALL_NEMESES)
     heal_timeout_ms: int = 60_000
+    driver: str = "mixed"  # see Cluster: pipelined, sequential or mixed
+    ticks: str = "mixed"  # see Cluster: own, aligned or mixed
 
 
 @dataclass
@@ -76,7 +80,8 @@ def replay_command(seed: int, options: SimOptions) -> str:
     nemeses = "all" if options.nemeses == frozenset(ALL_NEMESES) else ",".join(sorted(options.nemeses)) or "none"
     return (
         f"nyala-sim --seed {seed} --nemesis {nemeses} --duration-ms {options.duration_ms} "
-        f"--nodes {options.nodes} --clients {options.clients} --keys {options.keys}"
+        f"--nodes {options.nodes} --clients {options.clients} --keys {options.keys} "
+        f"--driver {options.driver} --ticks {options.ticks}"
     )
 
 
@@ -84,7 +89,7 @@ def run_seed(seed: int, options: SimOptions | None = None) -> SeedResult:
     options = options or SimOptions()
     started = time.perf_counter()
     rng = random.Random(seed)
-    cluster = Cluster(options.nodes, seed=seed)
+    cluster = Cluster(options.nodes, seed=seed, driver=options.driver, ticks=options.ticks)
     workload = Workload(cluster, random.Random(rng.random()), options.clients, options.keys)
     nemesis = Nemesis(cluster, random.Random(rng.random()), options.nemeses)
     violation = None
