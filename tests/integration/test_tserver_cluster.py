@@ -146,6 +146,7 @@ def test_reports_are_full_on_first_contact_then_incremental(cluster: Cluster, ma
 def test_a_leader_change_is_reported_at_once(cluster: Cluster, main_tablet: str) -> None:
     old, new = follower_of(cluster, main_tablet)
     new_uuid = cluster.servers.uuids[new]
+    asked_at = time.monotonic()
     cluster.driver.call(
         cluster.servers.addresses[old],
         LEADER_STEP_DOWN,
@@ -154,12 +155,15 @@ def test_a_leader_change_is_reported_at_once(cluster: Cluster, main_tablet: str)
 
     def new_leader_heartbeat() -> int | None:
         for n, heartbeat in enumerate(cluster.reports(new_uuid)):
+            if heartbeat.at < asked_at:
+                continue
             for tablet in heartbeat.request.tablet_report.updated_tablets:
                 if tablet.tablet_id == main_tablet and tablet.consensus_state.role == common_pb2.LEADER:
                     return n
         return None
 
     n = eventually(new_leader_heartbeat, 15, "the new leader's report")
+    assert cluster.driver.leader(main_tablet) == new
     heartbeats = cluster.reports(new_uuid)
     # A regular heartbeat comes a full interval after the one before; this one did not wait.
     assert heartbeats[n].at - heartbeats[n - 1].at < 0.9 * HEARTBEAT_INTERVAL_S
