@@ -247,6 +247,10 @@ def test_three_masters_elect_a_leader_and_survive_the_leaders_sigkill(tmp_path: 
                 new_leader = await cluster.leader(among=followers)
                 assert new_leader != leader
                 assert await table_names(cluster, new_leader) == ["t"]
+                listed = await cluster.call(new_leader, LIST_MASTERS, mpb.ListMastersRequestPB())
+                errors_by_host = {m.registration.rpc_addresses[0].host: m.error for m in listed.masters}
+                assert errors_by_host[cluster.addresses[leader].split(":")[0]]  # the killed one is unreachable
+                assert sum(1 for e in errors_by_host.values() if e) == 1
                 await cluster.call(new_leader, CREATE_TABLE, create_request("u", rf=1), timeout=20)
                 locations = await cluster.call(
                     new_leader, GET_TABLE_LOCATIONS, mpb.GetTableLocationsRequestPB(table=ident("t"))

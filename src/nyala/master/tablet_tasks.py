@@ -191,7 +191,7 @@ class TabletTasks:
             peer_addresses=peers,
         )
         await self._messenger.call(self._address(uuid), CREATE_TABLET, request, timeout=self._rpc_timeout_s)
-        log.info("created replica of tablet %s (table %s) on %s", tablet.tablet_id, table.name, uuid)
+        log.debug("created replica of tablet %s (table %s) on %s", tablet.tablet_id, table.name, uuid)
 
     async def _delete(self, view: LeaderView, tablet_id: str, uuid: str, reason: str) -> None:
         request = tpb.DeleteTabletRequestPB(dest_uuid=uuid, tablet_id=tablet_id, reason=reason, tombstone=True)
@@ -200,7 +200,7 @@ class TabletTasks:
         except NotFound:
             pass  # the server never had it: nothing to delete
         view.deletes.pop((tablet_id, uuid), None)
-        log.info("deleted replica of tablet %s on %s (%s)", tablet_id, uuid, reason)
+        log.debug("deleted replica of tablet %s on %s (%s)", tablet_id, uuid, reason)
 
     async def _alter(self, view: LeaderView, tablet: TabletInfo, table: TableInfo, uuid: str) -> None:
         request = tpb.AlterSchemaRequestPB(
