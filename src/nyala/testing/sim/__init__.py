@@ -9,17 +9,22 @@ derived from one seed, so a seed replays a run exactly, bug included.
 
 Each replica (``node.py``) is a :class:`~nyala.consensus.core.RaftCore` driven by the same
 contract as production: persist a Ready (after a simulated fsync delay, losing it if the node
-crashes first), then send its messages, apply its committed entries and advance.  The network
+crashes first), then send its after-sync messages, apply its committed entries and advance.
+A *pipelined* replica sends the leader's early messages before its own sync and keeps taking
+Readies meanwhile; a *sequential* one sends everything after the sync.  Replicas with
+*aligned* heartbeats pass their process tick counter to ``tick()``.  The network
 (``network.py``) delays, drops, duplicates, reorders and partitions messages.  Clients
 (``workload.py``) write unique values and read keys of a replicated key-value store through
 the leader (writes as log entries, reads by read-index) and record a history.  Nemeses
 (``nemesis.py``) partition, crash (sometimes with torn writes), pause, skew clocks, compact
-logs into tablet copies, and change membership.
+logs into tablet copies, change membership, slow disks down and crash a leader between its
+early sends and its own sync.
 
 Checks: after every step the safety invariants of ``checker.py`` (one leader per term, log
-matching, leader completeness, state machine safety, no committed entry lost); at the end of
-a run, liveness after healing, every acknowledged write present, and linearizability of each
-key's history (``nyala.testing.linearizability``).
+matching, leader completeness, state machine safety, no committed entry lost) and, at every
+commit, that a majority of voters hold the entry on disk (``Cluster.check_commit_is_durable``);
+at the end of a run, liveness after healing, every acknowledged write present, and
+linearizability of each key's history (``nyala.testing.linearizability``).
 
 Use :class:`Cluster` directly for scenario tests (``tests/sim``), :func:`run_seed` for random
 runs, and the ``nyala-sim`` command for many seeds (see ``docs/consensus.md``).
