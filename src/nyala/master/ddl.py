@@ -28,7 +28,7 @@ from nyala.catalog import (
     plan_alter,
     validate_create_table,
 )
-from nyala.common.errors import AlreadyPresent
+from nyala.common.errors import AlreadyPresent, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.tablet_tasks import TabletTasks
@@ -49,9 +49,19 @@ class Ddl:
         self._manager = manager
         self._ts = ts_manager
         self._tasks = tasks
+        self._started_s = ts_manager.clock()
+        # A master that just started has not heard every tablet server yet (nothing about them
+        # is persisted): too few live servers then means "retry", not "bad request".
+        self._warm_up_s = manager.options.tserver_warm_up_s
 
-    def _live_tservers(self, view: LeaderView) -> int:
-        return view.sync_tservers(self._ts)
+    def _live_tservers(self, view: LeaderView, num_replicas: int) -> int:
+        live = view.sync_tservers(self._ts)
+        if num_replicas > live and self._ts.clock() - self._started_s < self._warm_up_s:
+            raise ServiceUnavailable(
+                f"only {live} tablet servers have registered since this master started, fewer than the "
+                f"{num_replicas} replicas asked for; retry once they have heartbeated"
+            )
+        return live
 
     def _place(self, view: LeaderView, table_id: str, partitions: Sequence[Partition], rf: int) -> list[NewTablet]:
         now_s = time.monotonic()
@@ -66,7 +76,9 @@ class Ddl:
 
     async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
         view = self._manager.leader()
-        new = validate_create_table(request, self._live_tservers(view), self._manager.options.catalog)
+        num_replicas = request.num_replicas or self._manager.options.catalog.default_num_replicas
+        live = self._live_tservers(view, num_replicas)
+        new = validate_create_table(request, live, self._manager.options.catalog)
 
         async def write() -> tuple[str, int]:
             view = self._manager.leader()
@@ -118,7 +130,7 @@ class Ddl:
                 raise AlreadyPresent(f"cannot rename table {table.name!r}: table {plan.new_name!r} already exists")
             new_tablets: list[NewTablet] = []
             if plan.added:
-                live = self._live_tservers(view)
+                live = self._live_tservers(view, table.num_replicas)
                 options = self._manager.options.catalog
                 check_num_replicas(table.num_replicas, live, options)
                 check_tablet_count(len(plan.added), table.num_replicas, live, options)

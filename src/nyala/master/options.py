@@ -35,6 +35,12 @@ class MasterOptions:
         "A tablet server not heard from for this long is considered dead: it gets no new replicas and "
         "is listed as not live.",
     )
+    tserver_warm_up_ms: int = setting(
+        0,
+        "For this long after a master starts, too few live tablet servers for a new table is a retriable "
+        "ServiceUnavailable rather than InvalidArgument (tablet servers may not have heartbeated yet); 0 means "
+        "five heartbeat intervals.",
+    )
     table_locations_ttl_ms: int = setting(
         300_000, "How long clients may cache the tablet locations the master returns."
     )
@@ -56,7 +62,13 @@ class MasterOptions:
         "advanced",
     )
 
+    @property
+    def tserver_warm_up_s(self) -> float:
+        return (self.tserver_warm_up_ms or 5 * self.heartbeat_interval_ms) / 1000
+
     def __post_init__(self) -> None:
+        if self.tserver_warm_up_ms < 0:
+            raise InvalidArgument(f"tserver_warm_up_ms must not be negative, got {self.tserver_warm_up_ms}")
         for name in (
             "heartbeat_interval_ms",
             "tserver_unresponsive_timeout_ms",

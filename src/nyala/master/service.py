@@ -42,11 +42,14 @@ __all__ = ["MasterService"]
 # Answer a waiting request a little before the caller's deadline, so it gets our TimedOut
 # (naming what it waited for) rather than the RPC layer's.
 _DEADLINE_MARGIN_S = 0.05
+_DEADLINE_MARGIN_SHARE = 0.1
 
 
 def _wait_budget(ctx: CallContext) -> float | None:
     remaining = ctx.remaining()
-    return None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN_S)
+    if remaining is None:
+        return None
+    return max(0.0, remaining - _DEADLINE_MARGIN_S - min(1.0, _DEADLINE_MARGIN_SHARE * remaining))
 
 
 class MasterService:

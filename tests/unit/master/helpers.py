@@ -32,6 +32,7 @@ def master_options(data_dir: Path, **overrides: Any) -> MasterOptions:
         server=ServerOptions(fs_data_dir=str(data_dir), rpc_bind_address="127.0.0.1:0", raft=FAST_RAFT),
         heartbeat_interval_ms=100,
         tserver_unresponsive_timeout_ms=60_000,
+        tserver_warm_up_ms=1,  # tests wait for registrations themselves
     )
     return dataclasses.replace(options, **overrides)
 

@@ -244,3 +244,13 @@ def test_add_and_drop_range_partitions_create_and_delete_tablets(tmp_path: Path)
             assert deleted <= old
 
     run(main())
+
+
+def test_too_few_tablet_servers_right_after_a_master_starts_is_retriable(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path, num_tservers=1, tserver_warm_up_ms=60_000) as c:
+            with pytest.raises(errors.ServiceUnavailable, match="only 1 tablet servers have registered"):
+                await c.call(CREATE_TABLE, create_request("t", rf=3))
+            await c.call(CREATE_TABLE, create_request("t", rf=1))  # enough servers for this one
+
+    run(main())
