@@ -56,10 +56,10 @@ class ScanSession:
     key_schema: Schema | None  # set for ordered scans: the last key is reported
     last_access: float
     next_call_seq: int = 1
-    _batches: Iterator[pa.RecordBatch] | None = None
-    _pending: pa.RecordBatch | None = None
-    _exhausted: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _batches: Iterator[pa.RecordBatch] | None = field(default=None, init=False)
+    _pending: pa.RecordBatch | None = field(default=None, init=False)
+    _exhausted: bool = field(default=False, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def next_chunk(self, max_bytes: int) -> ScanChunk:
         """Read up to ``max_bytes`` of rows (at least one row when any remain); blocks on the store."""
