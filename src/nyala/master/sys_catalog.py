@@ -61,7 +61,10 @@ class SysCatalogStore:
     @classmethod
     def open(cls, directory: Path, *, checkpoint_wal_bytes: int = 16 << 20) -> SysCatalogStore:
         """Open the catalog tablet in ``directory``, creating it empty on first start."""
-        manager = TabletStoreManager(str(directory), StorageOptions(storage_threads=1))
+        # One thread and a small buffer pool: the catalog is small, and DuckDB would take 80% of RAM.
+        manager = TabletStoreManager(
+            str(directory), StorageOptions(storage_threads=1, storage_memory_limit_bytes=256 << 20)
+        )
         try:
             try:
                 store = manager.open_tablet(SYS_CATALOG_ID)
