@@ -1,0 +1,89 @@
+"""What the client reports about the cluster: plain, immutable records.
+
+These are the public shapes of master, tablet-server, table and tablet listings; they hold
+only plain Python values so that they print, compare and pickle without the RPC layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nyala.proto import common_pb2
+
+__all__ = ["MasterInfo", "ReplicaInfo", "TableSummary", "TabletInfo", "TabletServerInfo", "role_name"]
+
+
+def role_name(role: int) -> str:
+    """``LEADER``, ``FOLLOWER``, ... for a RaftRolePB value."""
+    return str(common_pb2.RaftRolePB.Name(role)) if role in common_pb2.RaftRolePB.values() else "UNKNOWN_ROLE"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MasterInfo:
+    """One master as ListMasters reports it; ``error`` is set when it could not be reached."""
+
+    uuid: str
+    rpc_addresses: tuple[str, ...]
+    role: str
+    term: int = 0
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TabletServerInfo:
+    """One registered tablet server, as ListTabletServers reports it."""
+
+    uuid: str
+    rpc_addresses: tuple[str, ...]
+    location: str
+    live: bool
+    millis_since_heartbeat: int
+    num_live_replicas: int
+    software_version: str = ""
+    start_time_us: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableSummary:
+    """One table in a listing."""
+
+    id: str
+    name: str
+    num_tablets: int
+    num_replicas: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One replica of a tablet: the server it lives on and its last reported role."""
+
+    uuid: str
+    address: str
+    location: str
+    role: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TabletInfo:
+    """One tablet of a table with its partition (as text) and replicas."""
+
+    tablet_id: str
+    partition: str
+    replicas: tuple[ReplicaInfo, ...]
+
+    @property
+    def leader(self) -> ReplicaInfo | None:
+        return next((r for r in self.replicas if r.role == "LEADER"), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,196 @@
+"""Finding the leader master and calling it, following hints and retrying within a deadline.
+
+Discovery asks every configured master ``ConnectToMaster`` at once and takes the first that
+answers LEADER.  When none does, a ``leader_address`` hint from a follower is tried; when
+there is no leader yet (an election is running), the round is repeated with backoff until
+the deadline.  Concurrent callers share one discovery.
+
+A catalog call goes to the cached leader.  NOT_THE_LEADER with a hint (a master's RPC
+address) moves the cache there; SERVICE_UNAVAILABLE (a new leader still loading its catalog)
+waits and retries; a network error or a timed-out attempt forgets the leader and discovers
+it again.  Every one of those is retried until the operation's deadline.
+
+A call retried after a network error or a timed-out attempt may have taken effect the first
+time; :class:`CallTracker` records that, so DDL can tell "the table exists because my own
+earlier attempt created it" from a real conflict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections.abc import Sequence
+
+from nyala.common.errors import (
+    InvalidArgument,
+    NetworkError,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+    TimedOut,
+)
+from nyala.common.hostport import HostPort, parse_address
+from nyala.proto import common_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.rpc import Messenger
+from nyala.rpc.method import RequestT, ResponseT, RpcMethod
+from nyala.services import CONNECT_TO_MASTER
+
+from ._retry import Backoff, Deadline
+from .info import role_name
+from .options import ClientOptions
+
+__all__ = ["CallTracker", "MasterProxy"]
+
+log = logging.getLogger("nyala.client")
+
+
+@dataclasses.dataclass(slots=True)
+class CallTracker:
+    """Filled in by :meth:`MasterProxy.call`: whether an attempt's outcome was unknown."""
+
+    ambiguous: bool = False
+    attempts: int = 0
+
+
+class MasterProxy:
+    """The client's view of the masters: who leads, and how to reach it."""
+
+    def __init__(
+        self,
+        addresses: Sequence[HostPort],
+        messenger: Messenger,
+        options: ClientOptions,
+        rng: random.Random,
+    ) -> None:
+        if not addresses:
+            raise InvalidArgument("at least one master address is needed")
+        self.addresses = list(dict.fromkeys(addresses))
+        self._messenger = messenger
+        self._options = options
+        self._rng = rng
+        self.leader: HostPort | None = None
+        self.cluster_id = ""
+        self.client_location = ""
+        self._discovery: asyncio.Task[HostPort] | None = None
+        #: The last answer (a role or an error) of every master asked during discovery.
+        self._outcomes: dict[str, str] = {}
+
+    async def find_leader(self, deadline: Deadline) -> HostPort:
+        """The leader master's address (cached, or discovered now)."""
+        while self.leader is None:
+            if self._discovery is None or self._discovery.done():
+                self._discovery = asyncio.get_running_loop().create_task(self._discover(deadline))
+                self._discovery.add_done_callback(lambda t: t.cancelled() or t.exception())
+            try:
+                async with asyncio.timeout(deadline.remaining()):
+                    return await asyncio.shield(self._discovery)
+            except TimeoutError:
+                raise self._no_leader() from None
+            except TimedOut:
+                # Another caller's shorter deadline ended the shared discovery; ours may go on.
+                if deadline.expired:
+                    raise
+        return self.leader
+
+    async def _discover(self, deadline: Deadline) -> HostPort:
+        backoff = Backoff(self._options, self._rng)
+        while True:
+            leader = await self._discovery_round(deadline, self._outcomes)
+            if leader is not None:
+                self.leader = leader
+                return leader
+            try:
+                await backoff.wait(deadline)
+            except TimedOut:
+                raise self._no_leader() from None
+
+    def _no_leader(self) -> TimedOut:
+        detail = "; ".join(f"{a}: {o}" for a, o in self._outcomes.items()) or "no master answered yet"
+        return TimedOut(f"no leader master found among {', '.join(map(str, self.addresses))} in time ({detail})")
+
+    async def _discovery_round(self, deadline: Deadline, outcomes: dict[str, str]) -> HostPort | None:
+        timeout = max(1e-3, deadline.attempt_timeout(self._options))
+        tasks = [asyncio.ensure_future(self._probe(a, timeout)) for a in self.addresses]
+        hints: list[str] = []
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                address, outcome = await next_done
+                if isinstance(outcome, NyalaError):
+                    outcomes[str(address)] = f"{type(outcome).__name__}: {outcome}"
+                    continue
+                outcomes[str(address)] = role_name(outcome.role)
+                if outcome.role == common_pb2.LEADER:
+                    self._learn(outcome)
+                    return address
+                if outcome.leader_address:
+                    hints.append(outcome.leader_address)
+        finally:
+            for task in tasks:
+                task.cancel()
+        return await self._try_hints(hints, deadline)
+
+    async def _try_hints(self, hints: list[str], deadline: Deadline) -> HostPort | None:
+        for hint in dict.fromkeys(hints):
+            address = _parse_hint(hint)
+            if address is None:
+                continue
+            _, outcome = await self._probe(address, max(1e-3, deadline.attempt_timeout(self._options)))
+            if not isinstance(outcome, NyalaError) and outcome.role == common_pb2.LEADER:
+                self._learn(outcome)
+                return address
+        return None
+
+    async def _probe(
+        self, address: HostPort, timeout: float
+    ) -> tuple[HostPort, mpb.ConnectToMasterResponsePB | NyalaError]:
+        try:
+            request = mpb.ConnectToMasterRequestPB()
+            return address, await self._messenger.call(address, CONNECT_TO_MASTER, request, timeout=timeout)
+        except NyalaError as exc:
+            return address, exc
+
+    def _learn(self, response: mpb.ConnectToMasterResponsePB) -> None:
+        self.cluster_id = response.cluster_id
+        self.client_location = response.client_location
+
+    async def call(
+        self,
+        method: RpcMethod[RequestT, ResponseT],
+        request: RequestT,
+        deadline: Deadline,
+        tracker: CallTracker | None = None,
+    ) -> ResponseT:
+        """Call ``method`` on the leader master, retrying retriable failures until ``deadline``."""
+        tracker = tracker or CallTracker()
+        backoff = Backoff(self._options, self._rng)
+        while True:
+            backoff.check(deadline)
+            leader = await self.find_leader(deadline)
+            tracker.attempts += 1
+            try:
+                return await self._messenger.call(
+                    leader, method, request, timeout=max(1e-3, deadline.attempt_timeout(self._options))
+                )
+            except NotTheLeader as exc:
+                self.leader = _parse_hint(exc.leader_hint)
+                await backoff.wait(deadline, exc)
+            except ServiceUnavailable as exc:
+                await backoff.wait(deadline, exc)
+            except (NetworkError, TimedOut) as exc:
+                tracker.ambiguous = True
+                if self.leader == leader:
+                    self.leader = None
+                log.debug("%s to master %s failed: %s", method.full_name, leader, exc)
+                await backoff.wait(deadline, exc)
+
+
+def _parse_hint(hint: str) -> HostPort | None:
+    if not hint:
+        return None
+    try:
+        return parse_address(hint)
+    except InvalidArgument:
+        return None  # an old master may send a uuid; rediscover instead

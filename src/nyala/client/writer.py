@@ -1,0 +1,240 @@
+"""Sending buffered operations: split by tablet, one Write RPC per tablet batch, retries.
+
+Splitting: each buffered batch is mapped row by row to the table's partitions with the
+Partitioner (column-wise in Arrow); rows of one partition keep their order, consecutive
+pieces that set the same columns are merged, and a piece bigger than the session buffer is
+cut so no RPC grows without bound.  A row no range partition covers gets a NotFound row
+error at once.
+
+Sending one tablet batch: the tablet is looked up by partition key in the meta cache and the
+batch goes to its leader as one Write with the row operations in sidecar 0.
+
+- NOT_THE_LEADER with a hint (the leader's uuid) moves the cached leader there; without a
+  known hint the replica is skipped and, once every replica was tried, the tablet's locations
+  are fetched again.  SERVICE_UNAVAILABLE (a leader still starting its term) waits and retries.
+- A network error or a timed-out attempt marks that server as failed for this batch and
+  tries the next replica (a follower answers with the new leader's uuid once one is elected).
+  Such an attempt may have been applied: the batch is sent again anyway (otherwise a leader
+  failover would fail every write in flight), and its row errors are flagged
+  ``after_ambiguous_retry``.  Kudu avoids the ambiguity with exactly-once RPCs (a client id and
+  sequence number the tablet remembers); Nyala's Write has no request id yet.
+- INVALID_ARGUMENT may mean the tablet's schema is newer: the table is looked up again and, if
+  its schema version grew, the batch is re-encoded against the new schema and sent again;
+  otherwise every row of the batch gets the error.
+- When the deadline passes, every row of the batch gets a TimedOut row error (outcome unknown).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from nyala.common.errors import (
+    IllegalState,
+    InvalidArgument,
+    NetworkError,
+    NotFound,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+    TimedOut,
+)
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc.status import status_to_error
+from nyala.schema import Partition, RowOperationOptions
+from nyala.services import WRITE
+
+from ._context import ClientContext
+from ._retry import Backoff, Deadline
+from .meta_cache import TableInfo, TabletLocation
+from .operations import OpBatch, RowError, encode_batch
+
+__all__ = ["TabletWork", "send_tablet_work", "split_by_partition"]
+
+log = logging.getLogger("nyala.client")
+
+
+@dataclasses.dataclass(slots=True)
+class TabletWork:
+    """The operations of one flush for one partition, in the order they were applied."""
+
+    partition: Partition
+    batches: list[OpBatch]
+
+
+def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[list[TabletWork], list[RowError]]:
+    """Group rows by partition, keeping their order; rows of no partition become errors."""
+    partitions = table.partitioner.partitions
+    work: dict[int, TabletWork] = {}
+    errors: list[RowError] = []
+    for batch in batches:
+        indices = pa.array(table.partitioner.partition_indices(batch.data), pa.int32())
+        for index in pc.unique(indices).to_pylist():
+            piece = batch if len(indices) == 0 or _all_equal(indices) else _take(batch, pc.equal(indices, index))
+            if index < 0:
+                errors += piece.row_errors(NotFound(f"no range partition of table {table.name!r} covers this row"))
+                continue
+            entry = work.setdefault(index, TabletWork(partitions[index], []))
+            entry.batches.append(piece)
+    for entry in work.values():
+        entry.batches = _merge(entry.batches)
+    return list(work.values()), errors
+
+
+def _all_equal(indices: pa.Array) -> bool:
+    bounds = pc.min_max(indices).as_py()
+    return bool(bounds["min"] == bounds["max"])
+
+
+def _take(batch: OpBatch, mask: pa.Array) -> OpBatch:
+    return OpBatch(batch.ops.filter(mask), batch.data.filter(mask))
+
+
+def _merge(batches: list[OpBatch]) -> list[OpBatch]:
+    merged: list[OpBatch] = []
+    for batch in batches:
+        if merged and merged[-1].data.schema.equals(batch.data.schema):
+            last = merged[-1]
+            merged[-1] = OpBatch(pa.concat_arrays([last.ops, batch.ops]), pa.concat_tables([last.data, batch.data]))
+        else:
+            merged.append(batch)
+    return merged
+
+
+def _chunks(batch: OpBatch, max_bytes: int) -> list[OpBatch]:
+    if batch.nbytes <= max_bytes or batch.num_rows <= 1:
+        return [batch]
+    rows = max(1, batch.num_rows * max_bytes // batch.nbytes)
+    return [
+        OpBatch(batch.ops.slice(start, rows), batch.data.slice(start, rows)) for start in range(0, batch.num_rows, rows)
+    ]
+
+
+async def send_tablet_work(
+    ctx: ClientContext, table: TableInfo, work: TabletWork, deadline: Deadline
+) -> list[RowError]:
+    """Write one partition's operations, batch after batch (their order matters)."""
+    limit = min(ctx.options.session_buffer_bytes, RowOperationOptions().max_row_operations_bytes // 2)
+    limit = min(limit, ctx.options.rpc.max_frame_bytes // 2)
+    errors: list[RowError] = []
+    for batch in work.batches:
+        for chunk in _chunks(batch, limit):
+            errors += await _TabletWrite(ctx, table, work.partition, chunk, deadline).run()
+    return errors
+
+
+class _TabletWrite:
+    """One batch to one tablet, with every retry it takes."""
+
+    def __init__(
+        self, ctx: ClientContext, table: TableInfo, partition: Partition, batch: OpBatch, deadline: Deadline
+    ) -> None:
+        self.ctx = ctx
+        self.table = table
+        self.partition = partition
+        self.batch = batch
+        self.deadline = deadline
+        self.backoff = Backoff(ctx.options, ctx.rng)
+        self.failed: set[str] = set()
+        self.ambiguous = False
+        self.tablet_id = ""
+        self.reencode = False
+
+    async def run(self) -> list[RowError]:
+        try:
+            payload = encode_batch(self.table.schema, self.batch)
+            while True:
+                self.backoff.check(self.deadline)
+                key = self.partition.partition_key_start
+                tablet = await self.ctx.meta.tablet_for_key(self.table, key, self.deadline)
+                self.tablet_id = tablet.tablet_id
+                response = await self._attempt(tablet, payload)
+                if response is not None:
+                    return self._row_errors(response)
+                if self.reencode:
+                    payload = encode_batch(self.table.schema, self.batch)
+                    self.reencode = False
+        except NyalaError as exc:
+            ambiguous = self.ambiguous or isinstance(exc, TimedOut | NetworkError)
+            return self.batch.row_errors(exc, tablet_id=self.tablet_id, ambiguous=ambiguous)
+
+    async def _attempt(self, tablet: TabletLocation, payload: memoryview) -> tpb.WriteResponsePB | None:
+        """One Write; None means try again (after whatever the failure called for)."""
+        target = self._pick(tablet)
+        if target is None:
+            self.failed.clear()
+            self.ctx.meta.invalidate_locations(self.table.id)
+            await self.backoff.wait(self.deadline)
+            return None
+        address = self.ctx.server_address(target)
+        if address is None:
+            self.failed.add(target)
+            return None
+        request = tpb.WriteRequestPB(tablet_id=tablet.tablet_id, schema_version=self.table.schema_version)
+        timeout = max(1e-3, self.deadline.attempt_timeout(self.ctx.options))
+        try:
+            response = await self.ctx.messenger.call(address, WRITE, request, timeout=timeout, sidecars=[payload])
+        except NyalaError as exc:
+            await self._handle(tablet, target, exc)
+            return None
+        tablet.leader_uuid = target
+        self.ctx.note_write(tablet.tablet_id, response.op_index)
+        return response
+
+    def _pick(self, tablet: TabletLocation) -> str | None:
+        if tablet.leader_uuid and tablet.leader_uuid not in self.failed:
+            return tablet.leader_uuid
+        return next((u for u in tablet.replica_uuids if u not in self.failed), None)
+
+    async def _handle(self, tablet: TabletLocation, target: str, exc: NyalaError) -> None:
+        """Decide what the next attempt does; raise when retrying cannot help."""
+        log.debug("write to tablet %s on %s failed: %s", tablet.tablet_id, target, exc)
+        if isinstance(exc, NotTheLeader):
+            self.failed.add(target)
+            hint = exc.leader_hint
+            if hint and hint in tablet.replica_uuids:
+                tablet.leader_uuid = hint
+                self.failed.discard(hint)
+            elif tablet.leader_uuid == target:
+                tablet.leader_uuid = ""
+            await self.backoff.wait(self.deadline, exc)
+        elif isinstance(exc, ServiceUnavailable):
+            await self.backoff.wait(self.deadline, exc)
+        elif isinstance(exc, NetworkError | TimedOut):
+            self.ambiguous = True
+            self.failed.add(target)
+            if tablet.leader_uuid == target:
+                tablet.leader_uuid = ""
+            await self.backoff.wait(self.deadline, exc)
+        elif isinstance(exc, NotFound | IllegalState):
+            # The replica does not host the tablet (moved, deleted, not yet created) or is not running.
+            self.failed.add(target)
+            self.ctx.meta.invalidate_locations(self.table.id)
+            await self.backoff.wait(self.deadline, exc)
+        elif isinstance(exc, InvalidArgument):
+            await self._maybe_newer_schema(exc)
+        else:
+            raise exc
+
+    async def _maybe_newer_schema(self, exc: InvalidArgument) -> None:
+        fresh = await self.ctx.meta.table(self.deadline, table_id=self.table.id, refresh=True)
+        if fresh.schema_version <= self.table.schema_version:
+            raise exc
+        log.debug("table %s moved to schema version %d; re-encoding", fresh.name, fresh.schema_version)
+        self.table = fresh
+        self.reencode = True
+
+    def _row_errors(self, response: tpb.WriteResponsePB) -> list[RowError]:
+        failures: list[tuple[int, NyalaError]] = []
+        for pb in response.per_row_errors:
+            if not 0 <= pb.row_index < self.batch.num_rows:
+                raise InvalidArgument(
+                    f"tablet {self.tablet_id} reported an error for row {pb.row_index} of a batch of "
+                    f"{self.batch.num_rows} rows"
+                )
+            failures.append((pb.row_index, status_to_error(pb.code, pb.message)))
+        return self.batch.errors_at(failures, tablet_id=self.tablet_id, ambiguous=self.ambiguous)

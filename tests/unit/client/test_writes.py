@@ -1,0 +1,210 @@
+"""Writes: splitting by tablet, per-row errors, flush modes, retries and their ambiguity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from nyala.client import Client, FlushMode, Partitioning, UnhandledRowErrors, connect, schema
+from nyala.common.errors import (
+    AlreadyPresent,
+    IllegalState,
+    InvalidArgument,
+    NotFound,
+    ServiceUnavailable,
+)
+from nyala.schema import OpType
+from tests.unit.client.fakes import FakeCluster
+from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
+
+
+@pytest.fixture
+def client(cluster: FakeCluster) -> Iterator[Client]:
+    with connect(cluster.master_addresses, options=FAST) as c:
+        yield c
+
+
+def test_rows_are_split_across_tablets_and_each_lands_in_its_own(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(4))
+    assert table.insert(rows(0, 200)) == []
+    fake = cluster.table("t")
+    assert sum(len(t.rows) for t in fake.tablets) == 200
+    assert all(len(t.rows) > 0 for t in fake.tablets)  # every bucket got some (the fake refuses misrouted rows)
+    writes = sum(ts.calls.get("Write", 0) for ts in cluster.tservers.values())
+    assert writes == 4  # one Write per tablet batch
+
+
+def test_arrow_tables_are_written_with_casts(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "name": ["a", "b", "c"]})
+    assert table.insert(data) == []
+    assert cluster.all_rows("t")[(2,)] == {"id": 2, "name": "b", "v": None}
+
+
+def test_per_row_errors_name_the_row_and_keep_the_rest(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    table.insert(rows(0, 10))
+    errors = table.insert(rows(5, 15))
+    assert sorted(e.row["id"] for e in errors) == [5, 6, 7, 8, 9]
+    assert all(isinstance(e.error, AlreadyPresent) and e.op is OpType.INSERT for e in errors)
+    assert not any(e.after_ambiguous_retry for e in errors)
+    assert len(cluster.all_rows("t")) == 15
+    missing = table.update([{"id": 99, "v": 1.0}])
+    assert [type(e.error) for e in missing] == [NotFound]
+    assert table.update_ignore([{"id": 99, "v": 1.0}]) == []
+    assert table.insert_ignore(rows(0, 3)) == []
+    assert table.delete([{"id": 0}, {"id": 1}]) == []
+    assert table.delete_ignore([{"id": 0}]) == []
+    assert table.upsert([{"id": 0, "name": "back"}]) == []
+    assert cluster.all_rows("t")[(0,)]["name"] == "back"
+
+
+def test_rows_outside_every_range_partition_get_not_found(cluster: FakeCluster, client: Client) -> None:
+    partitioning = Partitioning().set_range_partition_columns("id").add_range_partition(0, 100)
+    table = client.create_table("r", kv_schema(), partitioning)
+    errors = table.insert(rows(95, 105))
+    assert sorted(e.row["id"] for e in errors) == list(range(100, 105))
+    assert all(isinstance(e.error, NotFound) for e in errors)
+    assert len(cluster.all_rows("r")) == 5
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"id": 1, "nope": 2}, "unknown column 'nope'"),
+        ({"id": None, "name": "x"}, "'id' may not be null"),
+        ({"name": "x"}, "primary key column 'id'"),
+        ({"id": "one"}, "column 'id'"),
+        ({"id": 2**70}, "column 'id'"),
+    ],
+)
+def test_bad_rows_raise_at_the_call_and_write_nothing(
+    cluster: FakeCluster, client: Client, bad: dict[str, object], message: str
+) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    with pytest.raises(InvalidArgument, match=message):
+        table.insert([{"id": 100, "name": "ok"}, bad])
+    assert cluster.all_rows("t") == {}
+
+
+def test_non_null_columns_without_default_must_be_set_on_insert(client: Client) -> None:
+    strict = schema([("id", "int64"), ("must", "string", False)], primary_key="id")
+    table = client.create_table("s", strict, hashed(2))
+    with pytest.raises(InvalidArgument, match="non-null column 'must'"):
+        table.insert([{"id": 1}])
+    assert table.update([{"id": 1}]) != []  # updates may leave it out (the row is just missing)
+
+
+def test_not_the_leader_moves_to_the_hinted_replica(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    table.insert(rows(0, 4))
+    for tablet in cluster.table("t").tablets:
+        tablet.leader = tablet.replicas[1]  # the master still reports replicas[0]
+    assert table.insert(rows(4, 40)) == []
+    assert len(cluster.all_rows("t")) == 40
+    first = cluster.table("t").tablets[0]
+    assert cluster.tservers[first.replicas[0]].calls["Write"] >= 2  # refused with the hint...
+    before = cluster.tservers[first.replicas[0]].calls["Write"]
+    table.insert(rows(40, 80))
+    assert cluster.tservers[first.replicas[0]].calls["Write"] == before  # ...which the cache remembers
+
+
+def test_a_dead_leader_is_skipped_for_a_live_replica(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
+    table.insert(rows(0, 2))
+    tablet = cluster.table("t").tablets[0]
+    old = tablet.leader
+    tablet.leader = tablet.replicas[2]
+    cluster.stop_tserver(old)
+    assert table.insert(rows(2, 10)) == []
+    assert len(cluster.all_rows("t")) == 10
+
+
+def test_service_unavailable_is_retried_until_it_passes(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
+    leader = cluster.tservers[cluster.table("t").tablets[0].leader]
+    leader.write_failures = [ServiceUnavailable("configuring"), ServiceUnavailable("configuring")]
+    assert table.insert(rows(0, 3)) == []
+    assert leader.calls["Write"] == 3
+
+
+def test_a_retry_after_a_lost_response_flags_its_errors_ambiguous(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
+    leader = cluster.tservers[cluster.table("t").tablets[0].leader]
+    leader.lose_write_responses = 1  # applied, then the answer is lost: the client retries
+    errors = table.insert(rows(0, 3))
+    assert len(cluster.all_rows("t")) == 3
+    assert {e.row["id"] for e in errors} == {0, 1, 2}
+    assert all(isinstance(e.error, AlreadyPresent) and e.after_ambiguous_retry for e in errors)
+    assert "unknown outcome" in str(errors[0])
+    leader.lose_write_responses = 1
+    assert table.insert_ignore(rows(3, 6)) == []  # the idempotent op makes retries harmless
+
+
+def test_errors_past_the_deadline_are_row_errors_not_silence(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
+    leader = cluster.tservers[cluster.table("t").tablets[0].leader]
+    leader.write_failures = [ServiceUnavailable("busy")] * 1000
+    errors = table.insert(rows(0, 3), timeout_s=0.3)
+    assert len(errors) == 3
+    assert all("deadline" in str(e.error) for e in errors)
+
+
+def test_auto_flush_sync_returns_errors_per_call(client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    session = table.new_session()
+    assert session.insert(rows(0, 5)) == []
+    errors = session.apply(table.new_insert({"id": 1, "name": "dup"}), table.new_insert({"id": 50, "name": "new"}))
+    assert [e.row["id"] for e in errors] == [1]
+    assert session.pending_errors() == []  # already returned
+    assert session.close() == []
+    with pytest.raises(IllegalState, match="closed"):
+        session.insert(rows(9, 10))
+
+
+def test_manual_flush_buffers_until_flush_and_refuses_overflow(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    session = table.new_session(FlushMode.MANUAL_FLUSH, buffer_bytes=4000)
+    assert session.insert(rows(0, 20)) == []
+    assert cluster.all_rows("t") == {}
+    with pytest.raises(IllegalState, match="call flush"):
+        session.insert(rows(20, 400))
+    session.insert(rows(0, 1))  # a duplicate, reported by flush
+    errors = session.flush()
+    assert [e.row["id"] for e in errors] == [0]
+    assert len(cluster.all_rows("t")) == 20
+
+
+def test_background_flush_collects_errors_and_keeps_per_key_order(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(3))
+    session = table.new_session(FlushMode.AUTO_FLUSH_BACKGROUND, buffer_bytes=2000)
+    for i in range(60):  # many small flushes in flight: insert, update, update again per key
+        session.insert([{"id": i, "name": "a", "v": 0.0}])
+        session.update([{"id": i, "name": "b"}])
+        session.upsert([{"id": i, "v": float(i)}])
+    session.insert(rows(0, 2))
+    errors = session.flush()
+    assert sorted(e.row["id"] for e in errors) == [0, 1]
+    stored = cluster.all_rows("t")
+    assert all(stored[(i,)] == {"id": i, "name": "b", "v": float(i)} for i in range(60))
+
+
+def test_leaving_a_session_block_with_uncollected_errors_raises(client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    table.insert(rows(0, 3))
+    session = table.new_session(FlushMode.MANUAL_FLUSH)
+    with pytest.raises(UnhandledRowErrors, match="2 rows were not written") as caught, session:
+        session.insert(rows(1, 3))
+    assert len(caught.value.errors) == 2
+
+
+def test_a_write_with_a_stale_schema_is_re_encoded_after_refresh(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    with connect(cluster.master_addresses, options=FAST) as other:
+        other.alter_table("t", add_columns=[("extra", "int32")])
+    assert table.schema_version == 0
+    assert table.insert(rows(0, 4)) == []  # refused for the old version, refreshed, sent again
+    assert table.schema_version == 1
+    assert cluster.all_rows("t")[(1,)]["extra"] is None
