@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from nyala._version import __version__
+from nyala.tools.cmd_local_cluster import local_cluster
 from nyala.tools.cmd_master import master
 from nyala.tools.cmd_tserver import tserver
 from nyala.tools.cmd_wal import wal
@@ -21,3 +22,4 @@ def main() -> None:
 main.add_command(wal)
 main.add_command(master)
 main.add_command(tserver)
+main.add_command(local_cluster)
