@@ -139,6 +139,8 @@ class MetaCache:
         old = self._tables.get(info.id)
         if old is not None and old.name != info.name:
             self._ids_by_name.pop(old.name, None)
+        if old is not None and old.partitioner.ranges != info.partitioner.ranges:
+            self._locations.pop(info.id, None)  # tablets were added or dropped
         if name and name != info.name:
             self._ids_by_name.pop(name, None)
         self._tables[info.id] = info

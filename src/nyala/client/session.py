@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
-from nyala.common.errors import IllegalState, InvalidArgument, NyalaError
+from nyala.common.errors import IllegalState, InvalidArgument, NotFound, NyalaError
 from nyala.schema import OpType
 
 from ._context import ClientContext
@@ -87,6 +87,7 @@ class AsyncSession:
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._failure: BaseException | None = None
+        self._last_refresh = -1e9
 
     # --- applying --------------------------------------------------------------------------
 
@@ -204,11 +205,28 @@ class AsyncSession:
             info = await self._table(deadline)
         except NyalaError as exc:
             return _as_errors(batches, exc)
-        work, errors = split_by_partition(info, batches)
+        work, uncovered = split_by_partition(info, batches)
+        if uncovered and self._may_refresh():
+            # Another client may have added the range: look again before calling the rows bad.
+            try:
+                info = await self._ctx.meta.table(deadline, table_id=info.id, refresh=True)
+            except NyalaError as exc:
+                return _as_errors(batches, exc)
+            work, uncovered = split_by_partition(info, batches)
+        missing = NotFound(f"no range partition of table {info.name!r} covers this row")
+        errors = [e for b in uncovered for e in b.row_errors(missing)]
         results = await asyncio.gather(*(self._send_in_order(info, w, deadline) for w in work))
         for result in results:
             errors += result
         return errors
+
+    def _may_refresh(self) -> bool:
+        """At most one table refresh per second for rows that fit no partition."""
+        now = asyncio.get_running_loop().time()
+        if now - self._last_refresh < 1.0:
+            return False
+        self._last_refresh = now
+        return True
 
     async def _send_in_order(self, info: TableInfo, work: TabletWork, deadline: Deadline) -> list[RowError]:
         key = work.partition.partition_key_start

@@ -73,9 +73,11 @@ class AsyncTable:
         return f"<Table {self.name!r} id={self.id} {self.schema!r}>"
 
     async def refresh(self) -> None:
-        """Fetch the table's schema and partitioning again (after another client altered it)."""
+        """Fetch the table's schema, partitioning and tablet locations again (after another
+        client altered it)."""
         deadline = Deadline(self._client._admin_timeout(None), f"refreshing table {self.name!r}")
         self._info = await self._ctx.meta.table(deadline, table_id=self.id, refresh=True)
+        self._ctx.meta.invalidate_locations(self.id)
 
     async def tablets(self) -> list[TabletInfo]:
         """Every tablet with its partition and replicas, in partition-key order."""

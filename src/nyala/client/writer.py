@@ -3,8 +3,9 @@
 Splitting: each buffered batch is mapped row by row to the table's partitions with the
 Partitioner (column-wise in Arrow); rows of one partition keep their order, consecutive
 pieces that set the same columns are merged, and a piece bigger than the session buffer is
-cut so no RPC grows without bound.  A row no range partition covers gets a NotFound row
-error at once.
+cut so no RPC grows without bound.  Rows no range partition covers are handed back: the
+session looks the table up again (another client may have added the range) and reports the
+rows still uncovered as NotFound row errors.
 
 Sending one tablet batch: the tablet is looked up by partition key in the meta cache and the
 batch goes to its leader as one Write with the row operations in sidecar 0.
@@ -66,23 +67,23 @@ class TabletWork:
     batches: list[OpBatch]
 
 
-def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[list[TabletWork], list[RowError]]:
-    """Group rows by partition, keeping their order; rows of no partition become errors."""
+def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[list[TabletWork], list[OpBatch]]:
+    """Group rows by partition, keeping their order; also return the rows no partition covers."""
     partitions = table.partitioner.partitions
     work: dict[int, TabletWork] = {}
-    errors: list[RowError] = []
+    uncovered: list[OpBatch] = []
     for batch in batches:
         indices = pa.array(table.partitioner.partition_indices(batch.data), pa.int32())
         for index in pc.unique(indices).to_pylist():
             piece = batch if len(indices) == 0 or _all_equal(indices) else _take(batch, pc.equal(indices, index))
             if index < 0:
-                errors += piece.row_errors(NotFound(f"no range partition of table {table.name!r} covers this row"))
+                uncovered.append(piece)
                 continue
             entry = work.setdefault(index, TabletWork(partitions[index], []))
             entry.batches.append(piece)
     for entry in work.values():
         entry.batches = _merge(entry.batches)
-    return list(work.values()), errors
+    return list(work.values()), uncovered
 
 
 def _all_equal(indices: pa.Array) -> bool:
