@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 from collections.abc import Iterator
 
@@ -206,9 +207,7 @@ def test_bad_scan_arguments_are_refused_before_any_rpc(cluster: FakeCluster, cli
 def test_to_pandas_needs_pandas(client: Client) -> None:
     table = client.create_table("t", kv_schema(), hashed(2))
     table.insert(rows(0, 3))
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pandas") is None:
         with pytest.raises(ImportError, match="pip install pandas"):
             table.scanner().to_pandas()
     else:
