@@ -1,11 +1,11 @@
 """Planning an AlterTable request: the new name, schema and partitioner, and the tablets it adds and drops.
 
 Steps apply in order to a working copy; the first bad step raises InvalidArgument naming it
-(and its position) and nothing changes.  Column ids are never reused: a column added after a
-drop in the same request gets a fresh id, so tablet servers (which diff schemas by column id)
-see "drop b, add c" rather than "rename b to c".  Renaming a partitioning column renames it in
-the partition schema too (the partition keys are of values, not names).  Range bounds arrive
-as JSON lists of the range columns' values in the form ``ColumnType.to_json`` writes.
+(and its position) and nothing changes.  Column ids are never reused (the schema carries its
+next_column_id, which only grows), even for a column added after a drop, so tablet servers
+(which diff schemas by column id) see "drop b, add c" rather than "rename b to c".  Renaming a
+partitioning column renames it in the partition schema too (the partition keys are of values,
+not names).  Range bounds arrive as JSON lists of the range columns' values in the form ``ColumnType.to_json`` writes.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ class _Work:
     schema: Schema
     partition_schema: PartitionSchema
     ranges: list[RangeBounds]
-    next_column_id: int
     added_ranges: list[RangeBounds] = dataclasses.field(default_factory=list)
     dropped_ranges: list[RangeBounds] = dataclasses.field(default_factory=list)
 
@@ -57,12 +56,7 @@ def plan_alter(table: TableInfo, request: mpb.AlterTableRequestPB) -> AlterPlan:
     if not request.steps and new_name is None and not request.new_table_name:
         raise InvalidArgument(f"AlterTable of table {table.name!r} has no steps and no new name")
     original = table.partitioner
-    work = _Work(
-        table.schema,
-        original.partition_schema,
-        list(original.ranges),
-        max(c.id for c in table.schema.columns) + 1,
-    )
+    work = _Work(table.schema, original.partition_schema, list(original.ranges))
     for position, step in enumerate(request.steps, 1):
         try:
             _apply_step(work, step)
@@ -109,9 +103,7 @@ def _add_column(work: _Work, column_json: bytes) -> None:
         raise InvalidArgument(f"column {column.name!r} already exists")
     if not column.nullable and column.default is None:
         raise InvalidArgument(f"new non-null column {column.name!r} needs a default for existing rows")
-    column = dataclasses.replace(column, id=work.next_column_id)
-    work.next_column_id += 1
-    work.schema = Schema([*work.schema.columns, column], work.schema.key_column_count)
+    work.schema = work.schema.add_column(column)  # takes the schema's next_column_id: never reused
 
 
 def _drop_column(work: _Work, name: str) -> None:

@@ -130,7 +130,8 @@ def make_row_operations(
     """Encode rows (dicts that all set the same columns, or an Arrow table) for ``op``."""
     if isinstance(rows, pa.Table | pa.RecordBatch):
         table = pa.table(rows) if isinstance(rows, pa.RecordBatch) else rows
-        columns = {name: _cast(schema, name, table.column(name)) for name in table.column_names}
+        # pa.record_batch needs Arrays; a Table holds ChunkedArrays.
+        columns = {name: _cast(schema, name, table.column(name).combine_chunks()) for name in table.column_names}
         n = table.num_rows
     else:
         names = list(dict.fromkeys(name for r in rows for name in r)) if rows else schema.key_names

@@ -97,9 +97,14 @@ def _check_identifier(name: object) -> None:
 class Schema:
     """An immutable, validated list of columns whose first ``key_column_count`` form the primary key."""
 
-    __slots__ = ("_by_name", "columns", "key_column_count")
+    __slots__ = ("_by_name", "columns", "key_column_count", "next_column_id")
 
-    def __init__(self, columns: Iterable[ColumnSchema], key_column_count: int) -> None:
+    def __init__(
+        self, columns: Iterable[ColumnSchema], key_column_count: int, next_column_id: int | None = None
+    ) -> None:
+        """``next_column_id`` is the id the next added column gets (Kudu's next_column_id): it only
+        grows, so an id is never reused, even after the column with the highest id is dropped;
+        default: one past the highest id."""
         cols = [c.validated() for c in columns]
         if not cols:
             raise InvalidArgument("a schema needs at least one column")
@@ -115,6 +120,12 @@ class Schema:
                 raise InvalidArgument(f"primary key column {col.name!r} cannot be of type {col.type}")
         self.columns: tuple[ColumnSchema, ...] = _assign_ids(cols)
         self.key_column_count = key_column_count
+        highest = max(c.id for c in self.columns)
+        if next_column_id is None:
+            next_column_id = highest + 1
+        elif next_column_id <= highest:
+            raise InvalidArgument(f"next_column_id {next_column_id} must exceed the highest column id {highest}")
+        self.next_column_id = next_column_id
         self._by_name = {c.name: i for i, c in enumerate(self.columns)}
 
     @classmethod
@@ -205,13 +216,18 @@ class Schema:
     # --- serialised form -----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {"columns": [c.to_dict() for c in self.columns], "key_column_count": self.key_column_count}
+        return {
+            "columns": [c.to_dict() for c in self.columns],
+            "key_column_count": self.key_column_count,
+            "next_column_id": self.next_column_id,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Schema:
         try:
             columns = [ColumnSchema.from_dict(c) for c in d["columns"]]
-            return cls(columns, int(d["key_column_count"]))
+            next_id = d.get("next_column_id")
+            return cls(columns, int(d["key_column_count"]), None if next_id is None else int(next_id))
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidArgument(f"malformed schema description: {e}") from None
 
@@ -234,19 +250,20 @@ class Schema:
         """Append a column.  A non-null column needs a default so existing rows get a value."""
         if not column.nullable and column.default is None:
             raise InvalidArgument(f"new non-null column {column.name!r} needs a default for existing rows")
-        next_id = max(c.id for c in self.columns) + 1
-        return Schema([*self.columns, dataclasses.replace(column, id=next_id)], self.key_column_count)
+        added = dataclasses.replace(column, id=self.next_column_id)
+        return Schema([*self.columns, added], self.key_column_count, self.next_column_id + 1)
 
     def drop_column(self, name: str) -> Schema:
         index = self.index_of(name)
         if index < self.key_column_count:
             raise InvalidArgument(f"cannot drop primary key column {name!r}")
-        return Schema(self.columns[:index] + self.columns[index + 1 :], self.key_column_count)
+        return Schema(self.columns[:index] + self.columns[index + 1 :], self.key_column_count, self.next_column_id)
 
     def rename_column(self, old: str, new: str) -> Schema:
         index = self.index_of(old)
         renamed = dataclasses.replace(self.columns[index], name=new)
-        return Schema((*self.columns[:index], renamed, *self.columns[index + 1 :]), self.key_column_count)
+        columns = (*self.columns[:index], renamed, *self.columns[index + 1 :])
+        return Schema(columns, self.key_column_count, self.next_column_id)
 
 
 def _check_unique_names(cols: Sequence[ColumnSchema]) -> None:
