@@ -42,6 +42,12 @@ class ClientOptions:
     session_flush_interval_ms: int = setting(
         1_000, "In AUTO_FLUSH_BACKGROUND, buffered operations are flushed at least this often."
     )
+    write_batch_max_bytes: int = setting(
+        1024 * 1024 - 1024,
+        "Largest encoded batch of row operations sent in one Write; bigger batches are split.  It must "
+        "not exceed what a tablet server accepts (one Raft batch: 1 MiB by default).",
+        "advanced",
+    )
     session_max_pending_errors: int = setting(
         100_000, "Row errors a session keeps for pending_errors(); beyond this it only counts them."
     )
@@ -61,6 +67,7 @@ class ClientOptions:
             "retry_backoff_max_ms",
             "session_buffer_bytes",
             "session_flush_interval_ms",
+            "write_batch_max_bytes",
             "scan_batch_size_bytes",
             "scan_parallelism",
             "locations_fetch_batch",

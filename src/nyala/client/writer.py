@@ -119,13 +119,27 @@ async def send_tablet_work(
     ctx: ClientContext, table: TableInfo, work: TabletWork, deadline: Deadline
 ) -> list[RowError]:
     """Write one partition's operations, batch after batch (their order matters)."""
-    limit = min(ctx.options.session_buffer_bytes, RowOperationOptions().max_row_operations_bytes // 2)
-    limit = min(limit, ctx.options.rpc.max_frame_bytes // 2)
+    limit = min(ctx.options.write_batch_max_bytes, RowOperationOptions().max_row_operations_bytes)
     errors: list[RowError] = []
-    for batch in work.batches:
-        for chunk in _chunks(batch, limit):
-            errors += await _TabletWrite(ctx, table, work.partition, chunk, deadline).run()
+    pending = [chunk for batch in work.batches for chunk in _chunks(batch, limit)]
+    while pending:
+        chunk = pending.pop(0)
+        try:
+            payload = encode_batch(table.schema, chunk)
+        except NyalaError as exc:
+            errors += chunk.row_errors(exc)
+            continue
+        if chunk.num_rows > 1 and len(payload) > limit:
+            # The estimate was low (Arrow adds framing and padding): halve and try again.
+            half = chunk.num_rows // 2
+            pending[:0] = [_slice(chunk, 0, half), _slice(chunk, half, chunk.num_rows - half)]
+            continue
+        errors += await _TabletWrite(ctx, table, work.partition, chunk, deadline).run(payload)
     return errors
+
+
+def _slice(batch: OpBatch, start: int, length: int) -> OpBatch:
+    return OpBatch(batch.ops.slice(start, length), batch.data.slice(start, length))
 
 
 class _TabletWrite:
@@ -145,9 +159,8 @@ class _TabletWrite:
         self.tablet_id = ""
         self.reencode = False
 
-    async def run(self) -> list[RowError]:
+    async def run(self, payload: memoryview) -> list[RowError]:
         try:
-            payload = encode_batch(self.table.schema, self.batch)
             while True:
                 self.backoff.check(self.deadline)
                 key = self.partition.partition_key_start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -208,3 +209,13 @@ def test_a_write_with_a_stale_schema_is_re_encoded_after_refresh(cluster: FakeCl
     assert table.insert(rows(0, 4)) == []  # refused for the old version, refreshed, sent again
     assert table.schema_version == 1
     assert cluster.all_rows("t")[(1,)]["extra"] is None
+
+
+def test_big_batches_are_split_to_fit_one_write(cluster: FakeCluster) -> None:
+    options = dataclasses.replace(FAST, write_batch_max_bytes=3000)
+    with connect(cluster.master_addresses, options=options) as c:
+        table = c.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
+        assert table.insert(rows(0, 1000)) == []
+    writes = sum(ts.calls.get("Write", 0) for ts in cluster.tservers.values())
+    assert writes >= 1000 * 20 // 3000  # about 20 bytes a row: many writes, each under the limit
+    assert len(cluster.all_rows("t")) == 1000

@@ -1,0 +1,138 @@
+"""The client against real processes: round trip, tablet-leader and master failover, scan resumption."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nyala
+from nyala.client import Client, FlushMode, Partitioning, ReadMode, ReplicaSelection, schema
+from nyala.common.errors import AlreadyPresent, InvalidArgument
+from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
+
+pytestmark = pytest.mark.timeout(240)
+
+SCHEMA = schema([("id", "int64"), ("name", "string"), ("v", "double")], primary_key="id")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
+    options = MiniClusterOptions(num_masters=3, num_tservers=3, raft_heartbeat_interval_ms=200)
+    with MiniCluster(Path(tmp_path_factory.mktemp("client-cluster")), options) as mc:
+        yield mc
+
+
+@pytest.fixture(scope="module")
+def client(cluster: MiniCluster) -> Iterator[Client]:
+    with nyala.connect(cluster.master_addresses_flag, timeout_s=60) as c:
+        yield c
+
+
+def rows(start: int, stop: int) -> list[dict[str, Any]]:
+    return [{"id": i, "name": f"n{i}", "v": float(i)} for i in range(start, stop)]
+
+
+def server_at(cluster: MiniCluster, address: str) -> ClusterServer:
+    return next(s for s in [*cluster.masters, *cluster.tservers] if str(s.address) == address)
+
+
+def test_round_trip(client: Client) -> None:
+    table = client.create_table("round", SCHEMA, Partitioning().add_hash_partitions("id", 3))
+    assert table.insert(rows(0, 3000)) == []
+    assert [type(e.error) for e in table.insert(rows(5, 6))] == [AlreadyPresent]
+    assert table.count() == 3000
+    got = table.to_arrow(["id"], [("id", ">=", 100), ("id", "<", 110)], read_mode=ReadMode.READ_YOUR_WRITES)
+    assert sorted(got.column("id").to_pylist()) == list(range(100, 110))
+    assert client.alter_table("round", add_columns=[("extra", "int32")]) == 1
+    assert table.insert([{"id": 5000, "extra": 7}]) == []
+    assert table.to_arrow(predicates=[("id", "=", 5000)]).to_pylist()[0]["extra"] == 7
+    tokens = table.scan_tokens(["id"], replica_selection=ReplicaSelection.CLOSEST_REPLICA)
+    assert sum(client.scanner_from_token(t).count() for t in tokens) == 3001
+    with pytest.raises(InvalidArgument):
+        table.insert([{"id": "x"}])
+    client.delete_table("round")
+    assert "round" not in client.list_tables()
+
+
+def test_writes_resume_after_the_tablet_leader_is_killed(cluster: MiniCluster, client: Client) -> None:
+    table = client.create_table("failover", SCHEMA, num_replicas=3)
+    leader = table.tablets()[0].leader
+    assert leader is not None
+    acknowledged: list[int] = []
+    after_kill: list[int] = []
+    killed = threading.Event()
+
+    def writer() -> None:
+        for start in range(0, 100_000, 200):
+            batch = rows(start, start + 200)
+            failed = {e.row["id"] for e in table.insert(batch)}
+            ok = [r["id"] for r in batch if r["id"] not in failed]
+            acknowledged.extend(ok)
+            if killed.is_set():
+                after_kill.extend(ok)
+                if len(after_kill) >= 2000:
+                    return
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    victim = server_at(cluster, leader.address)
+    try:
+        while len(acknowledged) < 2000 and thread.is_alive():
+            time.sleep(0.01)  # let the writer get going before the crash
+        cluster.kill(victim)
+        killed.set()
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+        assert len(after_kill) >= 2000  # writes went on after the crash
+        stored = set(table.to_arrow(["id"]).column("id").to_pylist())
+        assert set(acknowledged) <= stored  # no acknowledged row lost
+    finally:
+        killed.set()
+        thread.join(timeout=120)
+        cluster.restart(victim)
+
+
+def test_an_ordered_scan_resumes_after_its_server_is_killed(cluster: MiniCluster, client: Client) -> None:
+    table = client.create_table("scanresume", SCHEMA, num_replicas=3)
+    assert table.insert(rows(0, 20_000)) == []
+    scanner = table.scanner(
+        ["id", "name"], ordered=True, batch_size_bytes=16 * 1024, read_mode=ReadMode.READ_YOUR_WRITES
+    )
+    batches = iter(scanner)
+    ids = next(batches).column("id").to_pylist()
+    leader = table.tablets()[0].leader
+    assert leader is not None
+    victim = server_at(cluster, leader.address)
+    cluster.kill(victim)
+    try:
+        for batch in batches:
+            ids += batch.column("id").to_pylist()
+        assert ids == list(range(20_000))
+    finally:
+        cluster.restart(victim)
+
+
+def test_catalog_operations_resume_after_the_leader_master_is_killed(cluster: MiniCluster, client: Client) -> None:
+    assert client.leader_master is not None
+    victim = server_at(cluster, client.leader_master)
+    cluster.kill(victim)
+    try:
+        table = client.create_table("after-master-failover", SCHEMA, num_replicas=3)
+        assert table.insert(rows(0, 10)) == []
+        assert client.leader_master != str(victim.address)
+        assert "after-master-failover" in client.list_tables()
+    finally:
+        cluster.restart(victim)
+
+
+def test_a_background_session_under_load(client: Client) -> None:
+    table = client.create_table("bulk", SCHEMA, Partitioning().add_hash_partitions("id", 4))
+    with table.new_session(FlushMode.AUTO_FLUSH_BACKGROUND) as session:
+        for start in range(0, 50_000, 1000):
+            session.insert(rows(start, start + 1000))
+    assert table.count() == 50_000
