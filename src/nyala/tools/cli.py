@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from nyala._version import __version__
+from nyala.tools.cmd_cluster import cluster
+from nyala.tools.cmd_list import master_list, tserver_list
 from nyala.tools.cmd_local_cluster import local_cluster
 from nyala.tools.cmd_master import master
+from nyala.tools.cmd_table import table
 from nyala.tools.cmd_tserver import tserver
 from nyala.tools.cmd_wal import wal
 
@@ -23,3 +26,7 @@ main.add_command(wal)
 main.add_command(master)
 main.add_command(tserver)
 main.add_command(local_cluster)
+main.add_command(table)
+main.add_command(cluster)
+master.add_command(master_list)
+tserver.add_command(tserver_list)

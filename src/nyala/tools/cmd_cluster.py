@@ -1,0 +1,79 @@
+"""``nyala cluster ksck MASTER_ADDRESSES``: is the cluster healthy?  Non-zero exit when not."""
+
+from __future__ import annotations
+
+import click
+
+from nyala.client.ksck import KsckReport, TabletStatus, ksck
+from nyala.tools._format import (
+    connect_cli,
+    emit_json,
+    emit_rows,
+    format_option,
+    handle_errors,
+    masters_argument,
+    timeout_option,
+)
+from nyala.tools._format import progress as progress_bar
+
+__all__ = ["cluster"]
+
+
+@click.group()
+def cluster() -> None:
+    """Check the health of a whole cluster."""
+
+
+@cluster.command("ksck")
+@masters_argument
+@format_option
+@timeout_option
+@click.option("--tablets/--no-tablets", default=False, help="List every tablet, not only the unhealthy ones.")
+@handle_errors
+def ksck_command(master_addresses: str, output_format: str, timeout_s: float, tablets: bool) -> None:
+    """Check masters, tablet servers and every tablet's replicas.
+
+    Masters must all be reachable and agree on one leader; tablet servers must be live; every
+    tablet must have a leader and all its replicas running with the master's Raft config.
+    Exits with status 1 when anything is wrong.
+    """
+    with connect_cli(master_addresses, timeout_s) as client, progress_bar("checking the cluster"):
+        report = client.run(ksck(client.aio, timeout_s=timeout_s))
+    if output_format == "json":
+        emit_json(report.as_dict())
+    else:
+        _print(report, tablets)
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def _print(report: KsckReport, all_tablets: bool) -> None:
+    masters = [
+        {"address": m.address, "role": m.role, "leader": m.leader_address, "error": m.error} for m in report.masters
+    ]
+    emit_rows(masters, ["address", "role", "leader", "error"], "table", title="Masters")
+    servers = [
+        {"uuid": s.uuid, "address": s.rpc_addresses, "live": s.live, "replicas": s.num_live_replicas}
+        for s in report.tservers
+    ]
+    emit_rows(servers, ["uuid", "address", "live", "replicas"], "table", title="Tablet servers")
+    tables = [{"table": t.name, "status": t.status.name, "tablets": t.num_tablets} | t.counts for t in report.tables]
+    emit_rows(tables, ["table", "status", "tablets", *(s.name for s in TabletStatus)], "table", title="Tables")
+    shown = [t for t in report.tablets if all_tablets or t.status is not TabletStatus.HEALTHY]
+    if shown:
+        rows = [
+            {
+                "table": t.table,
+                "tablet": t.tablet_id,
+                "status": t.status.name,
+                "replicas": [f"{r.address} {r.state} {r.role}" for r in t.replicas],
+            }
+            for t in shown
+        ]
+        emit_rows(rows, ["table", "tablet", "status", "replicas"], "table", title="Tablets")
+    if report.ok:
+        click.echo("OK: the cluster is healthy")
+    else:
+        click.echo(f"{len(report.problems)} problems found:", err=True)
+        for problem in report.problems:
+            click.echo(f"  - {problem}", err=True)

@@ -1,0 +1,363 @@
+"""``nyala table list|describe|create|delete|scan|count MASTER_ADDRESSES ...``.
+
+Values on the command line are read against the column's type: JSON where it parses
+(``5``, ``"text"``, ``[1, 2]``), else the raw text; dates and timestamps in ISO 8601
+(``2024-05-01``, ``2024-05-01T12:00:00+00:00``, UTC when no zone is given), decimals as
+written.  A predicate is ``"COLUMN OP VALUE"`` with OP one of = != < <= > >= in, or
+``"COLUMN is null"`` / ``"COLUMN is not null"``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import re
+from typing import Any
+
+import click
+
+from nyala.client import Partitioning, Predicate, ReplicaSelection, Scanner, Table, predicate, schema
+from nyala.common.errors import InvalidArgument
+from nyala.schema import ColumnSchema, ColumnType, DataType, Schema
+from nyala.tools._format import (
+    columns_option,
+    connect_cli,
+    emit_json,
+    emit_rows,
+    format_option,
+    handle_errors,
+    masters_argument,
+    progress,
+    timeout_option,
+    to_jsonable,
+)
+
+__all__ = ["parse_predicate", "parse_value", "table"]
+
+LIST_COLUMNS = ("name", "id", "num_tablets", "num_replicas")
+
+
+@click.group()
+def table() -> None:
+    """Create, inspect, scan and delete tables."""
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+def parse_value(column: ColumnSchema, text: str) -> Any:
+    """A command-line value for ``column``; InvalidArgument names the column when it does not fit."""
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        value = text
+    kind = column.type.type
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        value = _convert(column.type, kind, value, text)
+    return column.type.check(value, f"value {text!r} for column {column.name!r}")
+
+
+def _convert(column_type: ColumnType, kind: DataType, value: str | int | float, text: str) -> Any:
+    try:
+        if kind is DataType.DATE:
+            return datetime.date.fromisoformat(str(value))
+        if kind is DataType.TIMESTAMP:
+            moment = datetime.datetime.fromisoformat(str(value))
+            return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+        if kind is DataType.DECIMAL:
+            return decimal.Decimal(text.strip().strip('"'))
+        if kind is DataType.STRING:
+            return str(value)
+        if kind is DataType.BINARY:
+            return str(value).encode()
+    except (ValueError, decimal.InvalidOperation) as exc:
+        raise InvalidArgument(f"cannot read {text!r} as {column_type}: {exc}") from None
+    return value
+
+
+_OPERATORS = r"is\s+not\s+null|is\s+null|in|==|!=|<>|<=|>=|=|<|>"
+_PREDICATE = re.compile(rf"^\s*(?P<column>[^\s!<>=]+)\s*(?P<op>{_OPERATORS})\s*(?P<value>.*?)\s*$", re.IGNORECASE)
+
+
+def parse_predicate(table_schema: Schema, text: str) -> Predicate:
+    """``"price >= 10"``, ``"id in [1,2,3]"``, ``"note is null"`` against ``table_schema``."""
+    match = _PREDICATE.match(text)
+    if match is None:
+        raise InvalidArgument(f"cannot read predicate {text!r}; write it as 'COLUMN OP VALUE', e.g. 'id >= 10'")
+    name, op, raw = match["column"], " ".join(match["op"].lower().split()), match["value"]
+    column = table_schema.column(name)
+    if op in ("is null", "is not null"):
+        if raw:
+            raise InvalidArgument(f"predicate {text!r}: {op.upper()} takes no value")
+        return predicate(name, op).bind(table_schema)
+    if not raw:
+        raise InvalidArgument(f"predicate {text!r} needs a value")
+    if op == "in":
+        items = raw[1:-1] if raw.startswith("[") and raw.endswith("]") else raw
+        values = [parse_value(column, item.strip()) for item in items.split(",") if item.strip()]
+        return predicate(name, "in", values).bind(table_schema)
+    return predicate(name, op, parse_value(column, raw)).bind(table_schema)
+
+
+# --- list, describe, delete --------------------------------------------------------------------
+
+
+@table.command("list")
+@masters_argument
+@click.option("--filter", "name_filter", default="", help="Only tables whose name contains this text.")
+@columns_option(LIST_COLUMNS, ("name", "num_tablets", "num_replicas"))
+@format_option
+@timeout_option
+@handle_errors
+def list_tables(
+    master_addresses: str, name_filter: str, columns: list[str], output_format: str, timeout_s: float
+) -> None:
+    """List the tables of the cluster."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        tables = client.list_table_summaries(name_filter, timeout_s=timeout_s)
+    emit_rows([t.as_dict() for t in tables], columns, output_format, title=f"{len(tables)} tables")
+
+
+@table.command()
+@masters_argument
+@click.argument("table_name")
+@click.option("--tablets/--no-tablets", default=False, help="Also list every tablet with its replicas.")
+@format_option
+@timeout_option
+@handle_errors
+def describe(master_addresses: str, table_name: str, tablets: bool, output_format: str, timeout_s: float) -> None:
+    """Show a table's schema, partitioning and replication."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        opened = client.open_table(table_name, timeout_s=timeout_s)
+        layout = client.table_tablets(table_name, timeout_s=timeout_s) if tablets or output_format == "json" else []
+    description = _description(opened)
+    if output_format == "json":
+        emit_json({**description, "tablets": [t.as_dict() for t in layout]})
+        return
+    click.echo(f"Table {opened.name} (id {opened.id}), schema version {opened.schema_version}, "
+               f"{opened.num_replicas} replicas")  # fmt: skip
+    emit_rows(description["columns"], ["name", "type", "nullable", "key", "default"], "table", title="Columns")
+    click.echo(f"Partitioning: {description['partitioning']}")
+    if tablets:
+        rows = [
+            {"tablet": t.tablet_id, "partition": t.partition, "replicas": [f"{r.address} {r.role}" for r in t.replicas]}
+            for t in layout
+        ]
+        emit_rows(rows, ["tablet", "partition", "replicas"], "table", title=f"{len(rows)} tablets")
+
+
+def _description(opened: Table) -> dict[str, Any]:
+    table_schema = opened.schema
+    columns = [
+        {
+            "name": c.name,
+            "type": str(c.type),
+            "nullable": c.nullable,
+            "key": table_schema.is_key(c.name),
+            "default": to_jsonable(c.default),
+        }
+        for c in table_schema.columns
+    ]
+    ps = opened.partitioner.partition_schema
+    parts = [f"HASH ({', '.join(d.columns)}) PARTITIONS {d.num_buckets} SEED {d.seed}" for d in ps.hash_dimensions]
+    if ps.range_columns:
+        ranges = [_show_range(opened, r.lower, r.upper) for r in opened.partitioner.ranges]
+        parts.append(f"RANGE ({', '.join(ps.range_columns)}) {', '.join(ranges)}")
+    return {
+        "name": opened.name,
+        "id": opened.id,
+        "schema_version": opened.schema_version,
+        "num_replicas": opened.num_replicas,
+        "columns": columns,
+        "partitioning": "; ".join(parts) or "a single tablet",
+        "num_tablets": len(opened.partitioner.partitions),
+    }
+
+
+def _show_range(opened: Table, lower: bytes, upper: bytes) -> str:
+    lo = ", ".join(repr(v) for v in opened.partitioner.decode_range_key(lower)) if lower else "-inf"
+    hi = ", ".join(repr(v) for v in opened.partitioner.decode_range_key(upper)) if upper else "+inf"
+    return f"[({lo}), ({hi}))"
+
+
+@table.command()
+@masters_argument
+@click.argument("table_name")
+@timeout_option
+@handle_errors
+def delete(master_addresses: str, table_name: str, timeout_s: float) -> None:
+    """Delete a table and all its data."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        client.delete_table(table_name, timeout_s=timeout_s)
+    click.echo(f"deleted table {table_name}")
+
+
+# --- create ------------------------------------------------------------------------------
+
+
+@table.command()
+@masters_argument
+@click.argument("table_name")
+@click.option(
+    "-c", "--column", "columns", multiple=True, required=True,
+    help="NAME:TYPE[:not-null][:default=VALUE], e.g. id:int64 or price:decimal(10,2). Repeat for each column.",
+)  # fmt: skip
+@click.option("-k", "--primary-key", required=True, help="Comma-separated key columns, e.g. id or host,ts.")
+@click.option("--hash", "hashes", multiple=True, help="COLUMNS:BUCKETS[:SEED], e.g. id:4. Repeat for more levels.")
+@click.option("--range-columns", default="", help="Comma-separated range partition columns.")
+@click.option(
+    "--range", "ranges", multiple=True, nargs=2, metavar="LOWER UPPER",
+    help="A range partition [LOWER, UPPER); comma-separated values per range column, '' for unbounded.",
+)  # fmt: skip
+@click.option("--num-replicas", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--wait/--no-wait", default=True, help="Return only once every tablet has a leader.")
+@timeout_option
+@handle_errors
+def create(
+    master_addresses: str,
+    table_name: str,
+    columns: tuple[str, ...],
+    primary_key: str,
+    hashes: tuple[str, ...],
+    range_columns: str,
+    ranges: tuple[tuple[str, str], ...],
+    num_replicas: int,
+    wait: bool,
+    timeout_s: float,
+) -> None:
+    """Create a table.
+
+    \b
+    nyala table create 127.0.0.1:7051 metrics -c host:string -c ts:timestamp -c value:double \\
+        -k host,ts --hash host:4 --range-columns ts --range 2024-01-01 2025-01-01
+    """
+    table_schema = schema([_column(c) for c in columns], primary_key=[k.strip() for k in primary_key.split(",")])
+    partitioning = _partitioning(table_schema, hashes, range_columns, ranges)
+    with connect_cli(master_addresses, timeout_s) as client, progress(f"creating table {table_name}"):
+        created = client.create_table(
+            table_name, table_schema, partitioning, num_replicas=num_replicas, wait=wait, timeout_s=timeout_s
+        )
+        count = len(created.partitioner.partitions)
+    click.echo(f"created table {table_name} with {count} tablets of {num_replicas} replicas")
+
+
+def _column(spec: str) -> ColumnSchema:
+    # Types may contain ':'-free commas, e.g. decimal(10,2); split on ':' only.
+    parts = spec.split(":")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise InvalidArgument(f"column {spec!r}: expected NAME:TYPE[:not-null][:default=VALUE]")
+    name, type_text, flags = parts[0], parts[1], parts[2:]
+    nullable, default_text = True, None
+    for flag in flags:
+        if flag.lower() in ("not-null", "notnull"):
+            nullable = False
+        elif flag.lower() in ("null", "nullable"):
+            nullable = True
+        elif flag.startswith("default="):
+            default_text = flag[len("default=") :]
+        else:
+            raise InvalidArgument(f"column {spec!r}: unknown flag {flag!r} (not-null, nullable, default=VALUE)")
+    column = ColumnSchema.of(name, type_text, nullable=nullable)
+    if default_text is not None:
+        column = ColumnSchema.of(name, type_text, nullable=nullable, default=parse_value(column, default_text))
+    return column
+
+
+def _partitioning(
+    table_schema: Schema, hashes: tuple[str, ...], range_columns: str, ranges: tuple[tuple[str, str], ...]
+) -> Partitioning:
+    partitioning = Partitioning()
+    for spec in hashes:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not all(p.strip().lstrip("-").isdigit() for p in parts[1:]):
+            raise InvalidArgument(f"--hash {spec!r}: expected COLUMNS:BUCKETS[:SEED], e.g. id:4")
+        seed = int(parts[2]) if len(parts) == 3 else 0
+        partitioning.add_hash_partitions([c.strip() for c in parts[0].split(",")], int(parts[1]), seed)
+    names = [c.strip() for c in range_columns.split(",") if c.strip()]
+    if names:
+        partitioning.set_range_partition_columns(names)
+    elif ranges:
+        raise InvalidArgument("--range needs --range-columns")
+    for lower, upper in ranges:
+        partitioning.add_range_partition(_bound(table_schema, names, lower), _bound(table_schema, names, upper))
+    return partitioning
+
+
+def _bound(table_schema: Schema, names: list[str], text: str) -> list[Any] | None:
+    if not text.strip():
+        return None
+    values = [v.strip() for v in text.split(",")] if len(names) > 1 else [text.strip()]
+    if len(values) != len(names):
+        raise InvalidArgument(f"range bound {text!r} needs one value for each range column {names}")
+    return [parse_value(table_schema.column(n), v) for n, v in zip(names, values, strict=True)]
+
+
+# --- scan and count ------------------------------------------------------------------------
+
+
+def _predicates(opened: Table, where: tuple[str, ...]) -> list[Predicate]:
+    return [parse_predicate(opened.schema, w) for w in where]
+
+
+@table.command()
+@masters_argument
+@click.argument("table_name")
+@click.option("--columns", "projection", default="", help="Comma-separated columns to read (default: all).")
+@click.option("-w", "--where", multiple=True, help="A predicate such as 'id >= 10'; several are ANDed.")
+@click.option("--limit", type=click.IntRange(0), default=None, help="At most this many rows.")
+@click.option("--ordered", is_flag=True, help="Rows of each tablet in primary-key order (resumable).")
+@click.option("--replica-selection", type=click.Choice(["leader", "closest"]), default="leader", show_default=True)
+@format_option
+@timeout_option
+@handle_errors
+def scan(
+    master_addresses: str,
+    table_name: str,
+    projection: str,
+    where: tuple[str, ...],
+    limit: int | None,
+    ordered: bool,
+    replica_selection: str,
+    output_format: str,
+    timeout_s: float,
+) -> None:
+    """Print the rows of a table (JSON: one object per line)."""
+    selection = ReplicaSelection.CLOSEST_REPLICA if replica_selection == "closest" else ReplicaSelection.LEADER_ONLY
+    with connect_cli(master_addresses, timeout_s) as client:
+        opened = client.open_table(table_name, timeout_s=timeout_s)
+        names = [c.strip() for c in projection.split(",") if c.strip()] or None
+        scanner = opened.scanner(
+            names, _predicates(opened, where), limit=limit, ordered=ordered, replica_selection=selection,
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        _print_scan(scanner, output_format)
+
+
+def _print_scan(scanner: Scanner, output_format: str) -> None:
+    if output_format == "json":
+        for batch in scanner:
+            for row in batch.to_pylist():
+                click.echo(json.dumps(to_jsonable(row)))
+        return
+    result = scanner.to_arrow()
+    rows = result.to_pylist()
+    emit_rows(rows, result.column_names, "table", title=f"{len(rows)} rows")
+
+
+@table.command()
+@masters_argument
+@click.argument("table_name")
+@click.option("-w", "--where", multiple=True, help="A predicate such as 'id >= 10'; several are ANDed.")
+@format_option
+@timeout_option
+@handle_errors
+def count(master_addresses: str, table_name: str, where: tuple[str, ...], output_format: str, timeout_s: float) -> None:
+    """Count the rows of a table (that match the predicates)."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        opened = client.open_table(table_name, timeout_s=timeout_s)
+        rows = opened.count(_predicates(opened, where), timeout_s=timeout_s)
+    if output_format == "json":
+        emit_json({"table": table_name, "rows": rows})
+    else:
+        click.echo(rows)

@@ -1,0 +1,124 @@
+"""``nyala table ...`` against fake servers: create, list, describe, scan, count, delete, errors."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from nyala.common.errors import InvalidArgument
+from nyala.schema import ColumnSchema
+from nyala.tools.cli import main
+from nyala.tools.cmd_table import parse_predicate, parse_value
+from tests.unit.client.fakes import FakeCluster
+from tests.unit.client.helpers import kv_schema
+from tests.unit.tools.conftest import Invoke
+
+CREATE = ["-c", "id:int64", "-c", "name:string", "-c", "v:double", "-k", "id", "--hash", "id:3"]
+
+
+def test_create_list_describe_delete(cluster: FakeCluster, nyala: Invoke) -> None:
+    created = nyala("table", "create", "t", *CREATE, "--num-replicas", "3")
+    assert created.exit_code == 0, created.output
+    assert "created table t with 3 tablets" in created.output
+    listed = nyala("table", "list", "--format", "json", "--columns", "name,num_tablets,num_replicas")
+    assert json.loads(listed.stdout) == [{"name": "t", "num_tablets": 3, "num_replicas": 3}]
+    assert "t" in nyala("table", "list").stdout
+    described = json.loads(nyala("table", "describe", "t", "--format", "json").stdout)
+    assert [c["name"] for c in described["columns"]] == ["id", "name", "v"]
+    assert described["columns"][0]["key"] is True
+    assert described["partitioning"] == "HASH (id) PARTITIONS 3 SEED 0"
+    assert len(described["tablets"]) == 3
+    text = nyala("table", "describe", "t", "--tablets")
+    assert text.exit_code == 0
+    assert "3 tablets" in text.stdout
+    assert nyala("table", "delete", "t").exit_code == 0
+    assert cluster.tables == {}
+
+
+def test_create_with_range_partitions_and_typed_bounds(cluster: FakeCluster, nyala: Invoke) -> None:
+    result = nyala(
+        "table", "create", "m",
+        "-c", "host:string", "-c", "day:date", "-c", "price:decimal(10,2):not-null:default=0",
+        "-k", "host,day", "--hash", "host:2:9", "--range-columns", "day",
+        "--range", "2024-01-01", "2025-01-01", "--range", "2025-01-01", "",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = cluster.table("m")
+    assert len(table.tablets) == 4
+    assert table.schema.column("price").default is not None
+    assert table.partitioner.partition_schema.hash_dimensions[0].seed == 9
+    assert table.partitioner.decode_range_key(table.partitioner.ranges[0].lower) == (datetime.date(2024, 1, 1),)
+
+
+def _fill(cluster: FakeCluster, nyala: Invoke) -> None:
+    assert nyala("table", "create", "t", *CREATE).exit_code == 0
+    from nyala.client import connect
+
+    with connect(cluster.master_addresses) as client:
+        client.open_table("t").insert([{"id": i, "name": f"n{i}", "v": i / 2} for i in range(50)])
+
+
+def test_scan_and_count_with_predicates(cluster: FakeCluster, nyala: Invoke) -> None:
+    _fill(cluster, nyala)
+    scanned = nyala("table", "scan", "t", "--columns", "id,name", "-w", "id >= 10", "-w", "id < 13", "--format", "json")
+    assert scanned.exit_code == 0, scanned.output
+    rows = sorted((json.loads(line) for line in scanned.stdout.splitlines()), key=lambda r: r["id"])
+    assert rows == [{"id": 10, "name": "n10"}, {"id": 11, "name": "n11"}, {"id": 12, "name": "n12"}]
+    table_view = nyala("table", "scan", "t", "-w", "id in [1,2]", "--ordered")
+    assert table_view.exit_code == 0
+    assert "2 rows" in table_view.stdout
+    assert nyala("table", "scan", "t", "--limit", "5", "--format", "json").stdout.count("\n") == 5
+    assert nyala("table", "count", "t").stdout.strip() == "50"
+    counted = nyala("table", "count", "t", "-w", "name is not null", "-w", "v > 20", "--format", "json")
+    assert json.loads(counted.stdout) == {"table": "t", "rows": 9}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["table", "count", "nope"], "not found: table 'nope'"),
+        (["table", "scan", "t", "-w", "zzz = 1"], "unknown column 'zzz'"),
+        (["table", "scan", "t", "-w", "id ~ 1"], "cannot read predicate"),
+        (["table", "scan", "t", "-w", "id = abc"], "not a valid int64"),
+        (["table", "create", "u", "-c", "id", "-k", "id"], "expected NAME:TYPE"),
+        (["table", "create", "u", "-c", "id:int65", "-k", "id"], "unknown type 'int65'"),
+        (["table", "create", "u", "-c", "id:int64", "-k", "id", "--hash", "id:x"], "COLUMNS:BUCKETS"),
+        (["table", "create", "u", "-c", "id:int64", "-k", "id", "--range", "1", "2"], "--range needs --range-columns"),
+        (["table", "create", "t", *CREATE], "already present"),
+    ],
+)
+def test_bad_input_is_one_clear_line(cluster: FakeCluster, nyala: Invoke, args: list[str], message: str) -> None:
+    assert nyala("table", "create", "t", *CREATE).exit_code == 0
+    result = nyala(*args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unreachable_masters_fail_fast_and_clearly() -> None:
+    result = CliRunner().invoke(main, ["table", "list", "127.0.0.1:1", "--timeout-s", "0.3"])
+    assert result.exit_code == 1
+    assert "no leader master found among 127.0.0.1:1" in result.output
+    bad = CliRunner().invoke(main, ["table", "list", "127.0.0.1:x"])
+    assert bad.exit_code == 1
+    assert "port 'x' is not a number" in bad.output
+
+
+def test_values_and_predicates_follow_the_column_types() -> None:
+    schema = kv_schema()
+    assert parse_value(ColumnSchema.of("d", "date"), "2024-02-29") == datetime.date(2024, 2, 29)
+    stamp = parse_value(ColumnSchema.of("t", "timestamp"), "2024-01-01T10:00:00")
+    assert stamp == datetime.datetime(2024, 1, 1, 10, tzinfo=datetime.UTC)
+    assert str(parse_value(ColumnSchema.of("p", "decimal(5,2)"), "1.25")) == "1.25"
+    assert parse_value(ColumnSchema.of("s", "string"), "42") == "42"
+    assert parse_predicate(schema, "name = 'x'").value == "'x'"
+    assert parse_predicate(schema, 'name = "x"').value == "x"
+    assert parse_predicate(schema, "id in 1, 2,3").values == (1, 2, 3)
+    assert parse_predicate(schema, "v IS NULL").op.value == "is null"
+    with pytest.raises(InvalidArgument, match="takes no value"):
+        parse_predicate(schema, "v is null 3")
+    with pytest.raises(InvalidArgument, match="needs a value"):
+        parse_predicate(schema, "id >=")
