@@ -12,6 +12,7 @@ when the table matches what was asked for; every other conflict is reported.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import random
 import ssl
@@ -48,7 +49,7 @@ from .scanner import AsyncScanner, ScanToken
 from .schemas import Partitioning, RangeValues, schema_from_arrow
 from .table import AsyncTable
 
-__all__ = ["DEFAULT_MASTER_PORT", "AsyncClient", "connect_async"]
+__all__ = ["DEFAULT_MASTER_PORT", "AsyncClient", "connect_async", "show_range", "show_value"]
 
 DEFAULT_MASTER_PORT = 7051
 
@@ -441,9 +442,25 @@ def _describe_partition(info: TableInfo, partition: Any) -> str:
         for d, b in zip(info.partitioner.partition_schema.hash_dimensions, partition.hash_buckets, strict=True)
     ]
     if info.partitioner.partition_schema.range_columns:
-        lo = info.partitioner.decode_range_key(partition.range.lower) if partition.range.lower else None
-        hi = info.partitioner.decode_range_key(partition.range.upper) if partition.range.upper else None
-        show = ", ".join(repr(v) for v in lo) if lo else "-inf"
-        show_hi = ", ".join(repr(v) for v in hi) if hi else "+inf"
-        parts.append(f"RANGE [({show}), ({show_hi}))")
+        parts.append(f"RANGE {show_range(info.partitioner, partition.range.lower, partition.range.upper)}")
     return "; ".join(parts) or "the whole table"
+
+
+def show_range(partitioner: Partitioner, lower: bytes, upper: bytes) -> str:
+    """``[(2024-01-01), (+inf))``: a range partition's bounds as people write them."""
+
+    def show(bound: bytes, unbounded: str) -> str:
+        if not bound:
+            return unbounded
+        return ", ".join(show_value(v) for v in partitioner.decode_range_key(bound))
+
+    return f"[({show(lower, '-inf')}), ({show(upper, '+inf')}))"
+
+
+def show_value(value: Any) -> str:
+    """A key value as text: dates and times in ISO 8601, strings quoted."""
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, str | bytes):
+        return repr(value)
+    return str(value)

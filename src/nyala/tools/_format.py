@@ -155,7 +155,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, list | tuple):
-        return ", ".join(_cell(v) for v in value)
+        return "\n".join(_cell(v) for v in value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from nyala.client import Partitioning, Predicate, ReplicaSelection, Scanner, Table, predicate, schema
+from nyala.client.async_client import show_range
 from nyala.common.errors import InvalidArgument
 from nyala.schema import ColumnSchema, ColumnType, DataType, Schema
 from nyala.tools._format import (
@@ -162,7 +163,7 @@ def _description(opened: Table) -> dict[str, Any]:
     ps = opened.partitioner.partition_schema
     parts = [f"HASH ({', '.join(d.columns)}) PARTITIONS {d.num_buckets} SEED {d.seed}" for d in ps.hash_dimensions]
     if ps.range_columns:
-        ranges = [_show_range(opened, r.lower, r.upper) for r in opened.partitioner.ranges]
+        ranges = [show_range(opened.partitioner, r.lower, r.upper) for r in opened.partitioner.ranges]
         parts.append(f"RANGE ({', '.join(ps.range_columns)}) {', '.join(ranges)}")
     return {
         "name": opened.name,
@@ -173,12 +174,6 @@ def _description(opened: Table) -> dict[str, Any]:
         "partitioning": "; ".join(parts) or "a single tablet",
         "num_tablets": len(opened.partitioner.partitions),
     }
-
-
-def _show_range(opened: Table, lower: bytes, upper: bytes) -> str:
-    lo = ", ".join(repr(v) for v in opened.partitioner.decode_range_key(lower)) if lower else "-inf"
-    hi = ", ".join(repr(v) for v in opened.partitioner.decode_range_key(upper)) if upper else "+inf"
-    return f"[({lo}), ({hi}))"
 
 
 @table.command()
