@@ -186,3 +186,39 @@ def test_reliable_churn_loses_no_acknowledged_value(driver: str) -> None:
 
 def test_unreliable_churn_loses_no_acknowledged_value(driver: str) -> None:
     _churn(Cluster(5, seed=48, profile=NetworkProfile.unreliable(), driver=driver), random.Random(48))
+
+
+def test_a_torn_write_that_keeps_only_the_hard_state_never_commits_stale_entries(driver: str) -> None:
+    """c holds entries a cut-off leader could not commit; the new leader replaces them and
+    commits its own.  c crashes with the hard state of that Ready on disk but not its entries
+    (metadata and log are separate files): its stale entries must not count as committed."""
+    cluster = Cluster(5, seed=49, driver=driver)
+    old = cluster.check_one_leader()
+    cluster.one(b"base", 5)
+    c = next(p for p in sorted(cluster.nodes) if p != old.peer_id)
+    majority = {p for p in cluster.nodes if p not in (old.peer_id, c)}
+    cluster.partition([old.peer_id, c], sorted(majority))
+    stale = [op for op in (cluster.propose(f"stale{i}".encode(), old) for i in range(3)) if op is not None]
+    cluster.run_for(200)
+    assert len(stale) == 3
+    assert all(cluster.nodes[c].disk.holds(op.index, op.term) for op in stale)
+    assert cluster.run_until(lambda: (n := cluster.running_leader()) is not None and n.peer_id in majority, 10_000)
+    leader = cluster.running_leader()
+    assert leader is not None
+    for i in range(5):
+        cluster.propose(f"new{i}".encode(), leader)
+    assert cluster.run_until(lambda: all(op.index in cluster.checker.applied for op in stale), 2_000)
+    node = cluster.nodes[c]
+    cluster.heal()
+
+    def replacing() -> bool:
+        return any(rd.entries and rd.entries[0].index <= stale[0].index for rd in node.writing)
+
+    assert cluster.run_until(replacing, 5_000), "c is writing the new leader's entries over its stale ones"
+    rd = next(rd for rd in node.writing if rd.entries and rd.entries[0].index <= stale[0].index)
+    if rd.hard_state is not None:
+        node.disk.hard_state = rd.hard_state  # the metadata reached the disk, the log did not
+    cluster.crash(c)
+    cluster.restart(c)  # the checker raises if c now applies a stale entry
+    cluster.one(b"after", 5)
+    assert all(cluster.checker.applied[op.index].term != op.term for op in stale)

@@ -172,3 +172,21 @@ def test_the_durable_index_never_covers_entries_a_new_leader_replaced() -> None:
 def test_a_restarted_replica_counts_its_whole_persisted_log_as_durable() -> None:
     a = make_core("a", state=persisted(ABC, [(1, 1), (2, 1), (3, 1)], term=1))
     assert a.durable_index == 3
+
+
+def test_a_persisted_commit_index_never_covers_entries_not_yet_durable() -> None:
+    # b holds 2@1 and 3@1, which the leader of term 2 replaces while committing through 3.
+    b = make_core("b", state=persisted(ABC, [(1, 1), (2, 1), (3, 1)], term=1, commit=1))
+    b.step(AppendRequest(GROUP, "a", "b", 2, 1, 1, (entry(2, 2), entry(3, 2)), 3))
+    rd = b.ready()
+    assert b.commit_index == 3
+    assert rd.hard_state == HardState(2, "", 1), "commit 3 would cover entries only this Ready writes"
+    # A torn write keeps that hard state but not the entries: the restarted replica must not
+    # take the stale 2@1 and 3@1 still on its disk for committed entries.
+    restarted = make_core("b", state=persisted(ABC, [(1, 1), (2, 1), (3, 1)], term=2, commit=1))
+    assert restarted.commit_index == 1
+    assert [e.index for e in restarted.ready().committed_entries] == [1]
+    b.advance(rd)
+    later = b.ready()
+    assert later.hard_state == HardState(2, "", 3)
+    assert not later.must_sync

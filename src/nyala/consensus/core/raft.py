@@ -209,7 +209,15 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
     @property
     def hard_state(self) -> HardState:
-        return HardState(self._term, self._vote, self._commit)
+        """What the driver persists: term, vote and the commit index as far as it is durable here."""
+        return HardState(self._term, self._vote, self._durable_commit())
+
+    def _durable_commit(self) -> int:
+        """The commit index capped at the durable log.  A driver may write the hard state before,
+        or without, the entries of the same Ready (a torn write, or metadata and log written in
+        parallel); a commit index that covered entries not yet on disk would then make a
+        restarted replica apply the stale entries still there at those indexes."""
+        return min(self._commit, self._durable_index)
 
     def term_at(self, index: int) -> int | None:
         """Term of the entry at ``index``; None if compacted or beyond the end."""
@@ -328,7 +336,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
             or self._commit > self._handed_out
             or self._term != self._last_hard.term
             or self._vote != self._last_hard.vote
-            or self._commit != self._last_hard.commit
+            or self._durable_commit() != self._last_hard.commit
             or self._active_config_dirty
             or self._committed_config_dirty
             or self._read_states
@@ -345,7 +353,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         """
         if self._phase is Phase.LEADER:
             self._flush()
-        hard = HardState(self._term, self._vote, self._commit)
+        hard = self.hard_state
         last = self._last_hard
         entries = self._log.entries_between(self._unstable_from, self._log.last_index)
         committed = self._log.entries_from(

@@ -36,7 +36,8 @@ class ReadState:
 class Ready:
     """One batch of work for the driver.  Empty fields mean nothing to do."""
 
-    # Persist (atomically with ``entries`` or before them is fine) when not None.
+    # Persist when not None: atomically with ``entries``, before or after them (its commit index
+    # never covers entries that were not durable before this Ready).
     hard_state: HardState | None
     # Append to the log; an entry replaces any persisted entry with the same or a higher index.
     entries: tuple[LogEntry, ...]

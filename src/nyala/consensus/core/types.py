@@ -56,7 +56,9 @@ class HardState:
     """What must be durable before any message that depends on it is sent.
 
     ``vote`` is the peer voted for in ``term`` (empty string: no vote).  ``commit`` is only a
-    hint that speeds up restart; losing it is safe.
+    hint that speeds up restart; losing it is safe.  It never exceeds the entries that were
+    durable when it was handed out, so it stays safe when written before (or without) the
+    entries of the same Ready.
     """
 
     term: int = 0

@@ -94,6 +94,7 @@ class SimNode:
         self.applied_config: RaftConfig = disk.snapshot.config
         self._writing: deque[Ready] = deque()  # taken, not yet synced and completed, in order
         self._last_sync_due = 0
+        self._checked_commit = -1  # the leader commit index the checks last saw
         self._crash_trap: Callable[[int], None] | None = None
         self._backlog: list[tuple[Callable[[Any], None], Any]] = []
         self._pending_writes: dict[int, list[tuple[int, PendingOp]]] = {}
@@ -125,6 +126,7 @@ class SimNode:
         self.paused = False
         self._writing = deque()
         self._backlog = []
+        self._checked_commit = -1
         self.now_tick = rng.randint(0, 999)  # a new process: its clock has some other phase
         self.cluster.loop.call_later(rng.randint(0, self.tick_us), self._on_tick, self.incarnation)
         self._pump()
@@ -133,6 +135,11 @@ class SimNode:
     def busy(self) -> bool:
         """Whether a Ready is being written."""
         return bool(self._writing)
+
+    @property
+    def writing(self) -> tuple[Ready, ...]:
+        """The Readies taken but not yet synced, oldest first (what a crash may lose)."""
+        return tuple(self._writing)
 
     def crash(self, torn_rng: random.Random | None = None) -> None:
         """Stop dead.  With ``torn_rng``, part of the unsynced Readies may reach the disk."""
@@ -234,14 +241,17 @@ class SimNode:
         core = self.core
         loop = self.cluster.loop
         while core is self.core and core is not None and not self.paused and core.has_ready():
+            if core.is_leader and core.commit_index != self._checked_commit:
+                # Ready.hard_state carries the commit only as far as it is durable here, so
+                # follow the leader's own commit index.
+                self._checked_commit = core.commit_index
+                self.cluster.checker.on_leader_commit(core)
+                self.cluster.check_commit_is_durable(core)
             if self._writing and not self.pipelined:
                 return  # the sequential driver: one Ready at a time
             rd = core.ready()
             if rd.soft_state is not None and rd.soft_state.role is Role.LEADER:
                 self.cluster.checker.on_leader(self.peer_id, core)
-            if rd.hard_state is not None and core.is_leader:
-                self.cluster.checker.on_leader_commit(core)
-                self.cluster.check_commit_is_durable(core)
             if self.pipelined:
                 send = self.cluster.network.send
                 for m in rd.messages_before_sync:
