@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,31 @@ def test_every_replica_restarted_from_disk_recovers_every_entry(tmp_path: Path) 
     run(main())
 
 
+def test_heartbeats_of_many_groups_share_one_call_per_peer_and_interval(tmp_path: Path) -> None:
+    async def main() -> None:
+        groups = [f"g{i}" for i in range(24)]
+        servers = await make_cluster(tmp_path, 3, groups)
+        try:
+            for group in groups:
+                await leader_of(servers, group)
+            before = [(s.transport.delivers_sent, s.transport.messages_sent) for s in servers]
+            idle_s = 1.0
+            await asyncio.sleep(idle_s)  # idle on purpose: only heartbeats and their answers flow
+            calls = sum(s.transport.delivers_sent - b[0] for s, b in zip(servers, before, strict=True))
+            messages = sum(s.transport.messages_sent - b[1] for s, b in zip(servers, before, strict=True))
+            intervals = idle_s / (OPTIONS.raft.raft_heartbeat_interval_ms / 1000)
+            directed_pairs = 3 * 2
+            # Per interval and directed pair: one call of heartbeats and one of answers, whatever
+            # the number of groups (Kudu's coalesced multi-Raft heartbeats).  Slack for ticks
+            # that slip on a loaded machine.
+            assert calls <= 2 * directed_pairs * (intervals + 1) * 1.5, f"{calls} calls in {idle_s} s"
+            assert messages / calls >= 6, f"{messages} messages in {calls} calls"
+        finally:
+            await stop_all(servers)
+
+    run(main())
+
+
 def test_a_deliver_meant_for_another_server_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     async def main() -> None:
         servers = await make_cluster(tmp_path, 3, ["t1"])
@@ -260,5 +286,21 @@ def test_a_deliver_meant_for_another_server_is_refused_and_changes_nothing(tmp_p
         finally:
             await messenger.close()
             await stop_all(servers)
+
+    run(main())
+
+
+def test_a_replica_closed_before_its_tasks_ran_leaves_nothing_behind(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = Server("solo", tmp_path)
+        await server.start()
+        try:
+            replica = await server.add("g", RaftConfig.of_voters(["solo"]), {})
+            await replica.close()  # at once: its pipeline tasks never got to run
+            with pytest.raises(errors.ServiceUnavailable, match="shut down"):
+                await replica.replicate(b"x")
+        finally:
+            await server.stop()
+        gc.collect()  # a never-awaited coroutine would surface here (filterwarnings=error)
 
     run(main())

@@ -1,22 +1,24 @@
 """One Raft replica driven by asyncio: the core, its WAL, its metadata and its state machine.
 
-A :class:`RaftReplica` runs one drive loop (an asyncio task).  Inputs (a message from the
-transport, a tick, a proposal) are stepped into the pure core at once and wake the loop; the
-loop then takes each Ready and carries out the driver contract of
-:mod:`nyala.consensus.core` in order:
+Inputs (a message from the transport, a tick, a proposal) are stepped into the pure core at
+once and wake the replica.  Three tasks then carry out the driver contract of
+:mod:`nyala.consensus.core` as a pipeline, so that the disk, the network and the state
+machine work at the same time:
 
-1. persist: truncate the WAL where new entries replace old ones, append the entries (one
-   group commit, one fdatasync) and, when term, vote or the committed config changed, rewrite
-   the consensus metadata atomically; wait until all of it is durable;
-2. send the Ready's messages through the transport (they depend on step 1);
-3. apply the committed WRITE entries to the state machine in one call, on the apply
-   executor (the tablet store blocks), and complete the proposals they answer;
-4. serve confirmed read-index requests, report role and config changes;
-5. ``advance`` the core.
+1. drive: take each Ready; send its before-sync messages at once (the leader's AppendEntries
+   and heartbeats: the leader appends in parallel with replication); start persisting it:
+   WAL truncation and append (queued in order, one group commit) and, when term, vote or the
+   committed config changed, an atomic rewrite of the consensus metadata (chained, so the
+   rewrites land in order too).  The next Ready may be taken before this one is durable.
+2. complete: as each Ready becomes durable, in the order they were taken, send its
+   after-sync messages (votes, acknowledgements), hand its committed entries to the apply
+   stage, serve its confirmed reads and ``advance`` the core.
+3. apply: apply committed WRITE entries to the state machine on the apply executor (the
+   tablet store blocks), coalescing everything committed meanwhile into one call, complete
+   the proposals they answer, compact the in-memory log and garbage-collect the WAL.
 
-While the loop waits on the disk, the core keeps taking messages and proposals; they all
-land in the next Ready, so entries proposed during one fsync share the next one (group
-commit across requests, not just within one).
+While the disk is busy, new proposals keep arriving and land in the next Ready, so entries
+proposed during one fsync share the next one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +43,7 @@ from nyala.common.errors import (
     NotTheLeader,
     NyalaError,
     ServiceUnavailable,
+    TimedOut,
 )
 from nyala.consensus.core import (
     EntryType,
@@ -56,7 +60,7 @@ from nyala.consensus.core import (
 )
 from nyala.consensus.runtime.cmeta import ConsensusMetadata
 from nyala.consensus.runtime.transport import RaftTransport
-from nyala.wal import Log, LogAnchorRegistry, WalOptions
+from nyala.wal import AnchorKind, Log, LogAnchorRegistry, WalOptions
 from nyala.wal import LogEntry as WalEntry
 
 __all__ = ["RaftReplica", "ReplicaOptions", "StateMachine"]
@@ -94,6 +98,12 @@ class ReplicaOptions:
         "behind needs a tablet copy.",
         "advanced",
     )
+    max_unsynced_readies: int = setting(
+        8, "Readies a replica may have in flight to its disk at once (the persist pipeline's depth).", "advanced"
+    )
+    wal_gc_interval_s: float = setting(
+        10.0, "How often a replica deletes WAL segments that nothing needs any more.", "advanced"
+    )
 
 
 class RaftReplica:
@@ -123,6 +133,17 @@ class RaftReplica:
         self._options = options
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        # Readies taken but not yet durable, in order, with what their persistence waits on.
+        self._unsynced: deque[tuple[Ready, asyncio.Future[Any] | None]] = deque()
+        self._synced_wake = asyncio.Event()
+        self._cmeta_chain: asyncio.Future[Any] | None = None
+        # Committed entries waiting for the state machine, in order.
+        self._to_apply: list[LogEntry] = []
+        self._apply_wake = asyncio.Event()
+        self._retention_anchor = anchors.register(
+            max(1, state_machine.applied_index()), "lagging peers", AnchorKind.RETENTION
+        )
+        self._next_gc = 0.0
         self._pending: dict[int, tuple[int, asyncio.Future[Any]]] = {}
         self._reads: dict[int, asyncio.Future[int]] = {}
         self._read_ids = itertools.count(1)
@@ -136,7 +157,11 @@ class RaftReplica:
         self.active_config = committed_config
         #: Called after the role, leader, term or config changed (tablet reports use it).
         self.on_change: Callable[[RaftReplica], None] | None = None
-        self._driver = self._loop.create_task(self._drive(), name=f"raft-{core.group_id}")
+        self._tasks = [
+            self._loop.create_task(self._guard(self._drive), name=f"raft-drive-{core.group_id}"),
+            self._loop.create_task(self._guard(self._complete), name=f"raft-complete-{core.group_id}"),
+            self._loop.create_task(self._guard(self._apply_loop), name=f"raft-apply-{core.group_id}"),
+        ]
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -197,8 +222,11 @@ class RaftReplica:
             return
         self._closed = True
         self._transport.unregister(self.group_id)
-        self._driver.cancel()
-        await asyncio.gather(self._driver, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._cmeta_chain is not None:
+            await asyncio.gather(self._cmeta_chain, return_exceptions=True)
         self._fail_all(ServiceUnavailable(f"replica of {self.group_id} is shutting down"))
         await asyncio.to_thread(self._wal.close)
 
@@ -239,10 +267,11 @@ class RaftReplica:
         self._core.step(message)
         self._kick()
 
-    def tick(self) -> None:
+    def tick(self, now_tick: int | None = None) -> None:
+        """One tick; ``now_tick`` is the process-wide tick number that aligns heartbeat phases."""
         if self._closed or self._failed:
             return
-        self._core.tick()
+        self._core.tick(now_tick)
         self._kick()
 
     async def replicate(self, payload: bytes) -> Any:
@@ -308,29 +337,82 @@ class RaftReplica:
     def _kick(self) -> None:
         self._wake.set()
 
-    # -- the drive loop -----------------------------------------------------------------------
+    # -- the pipeline ----------------------------------------------------------------------------
 
-    async def _drive(self) -> None:
+    async def _guard(self, stage: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run one stage; any failure stops the whole replica, loudly.
+
+        The stage's coroutine is made here, not by the caller, so a replica closed before its
+        tasks first run leaves no never-awaited coroutine behind.
+        """
         try:
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                while self._core.has_ready():
-                    ready = self._core.ready()
-                    await self._handle(ready)
-                    self._core.advance(ready)
-                self._maybe_compact()
+            await stage()
         except asyncio.CancelledError:
             raise
         except NyalaError as exc:
             self._fail(exc)
-        except Exception as exc:  # AssertionError from the core included: stop this replica loudly
+        except Exception as exc:  # AssertionError from the core included
             log.critical("Raft replica of %s failed", self.group_id, exc_info=exc)
             self._fail(IllegalState(f"replica of {self.group_id} failed: {type(exc).__name__}: {exc}"))
 
-    async def _handle(self, ready: Ready) -> None:
-        await self._persist(ready)
-        self._transport.send(ready.messages)
+    async def _drive(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while (
+                self._failed is None
+                and len(self._unsynced) < self._options.max_unsynced_readies
+                and self._core.has_ready()
+            ):
+                ready = self._core.ready()
+                self._transport.send(ready.messages_before_sync)
+                self._unsynced.append((ready, self._start_persist(ready)))
+                self._synced_wake.set()
+
+    def _start_persist(self, ready: Ready) -> asyncio.Future[Any] | None:
+        """Queue this Ready's writes behind every earlier one's; None when it writes nothing."""
+        waits: list[asyncio.Future[Any]] = []
+        if ready.entries:
+            first = ready.entries[0].index
+            if first < self._wal.next_index:  # the new entries replace persisted or queued ones
+                waits.append(asyncio.wrap_future(self._wal.truncate_after(first - 1)))
+            batch = [WalEntry(e.term, e.index, int(e.type), e.payload) for e in ready.entries]
+            waits.append(asyncio.wrap_future(self._wal.append(batch)))
+        hard = ready.hard_state
+        old = self._cmeta
+        term_or_vote = hard is not None and (hard.term, hard.vote) != (old.hard_state.term, old.hard_state.vote)
+        if term_or_vote or ready.committed_config is not None:
+            self._cmeta = ConsensusMetadata(hard or old.hard_state, ready.committed_config or old.committed_config)
+            self._cmeta_chain = self._loop.create_task(self._save_cmeta(self._cmeta_chain, self._cmeta))
+            waits.append(self._cmeta_chain)
+        if not waits:
+            return None
+        return waits[0] if len(waits) == 1 else asyncio.gather(*waits)
+
+    async def _save_cmeta(self, previous: asyncio.Future[Any] | None, cmeta: ConsensusMetadata) -> None:
+        if previous is not None:
+            await previous  # metadata rewrites land in the order the Readies were taken
+        await self._loop.run_in_executor(None, cmeta.save, self.directory)
+
+    async def _complete(self) -> None:
+        while True:
+            if not self._unsynced:
+                self._synced_wake.clear()
+                await self._synced_wake.wait()
+                continue
+            ready, persisted = self._unsynced[0]
+            if persisted is not None:
+                await persisted  # a failed write stops the replica (contract rule 8)
+            self._unsynced.popleft()
+            self._transport.send(ready.messages_after_sync)
+            self._note_changes(ready)
+            if ready.committed_entries:
+                self._to_apply.extend(ready.committed_entries)
+                self._apply_wake.set()
+            self._core.advance(ready)
+            self._kick()  # the leader's own entries now count: commit may move
+
+    def _note_changes(self, ready: Ready) -> None:
         if ready.soft_state is not None:
             self.role, self.leader_id, self.term = (
                 ready.soft_state.role,
@@ -341,8 +423,6 @@ class RaftReplica:
                 self._drop_reads()
         if ready.active_config is not None:
             self.active_config = ready.active_config
-        if ready.committed_entries:
-            await self._apply(ready.committed_entries)
         for read in ready.read_states:
             future = self._reads.get(read.request_id)
             if future is not None and not future.done():
@@ -356,24 +436,17 @@ class RaftReplica:
         if (ready.soft_state or ready.active_config or ready.committed_config) and self.on_change is not None:
             self.on_change(self)
 
-    async def _persist(self, ready: Ready) -> None:
-        waits: list[asyncio.Future[Any]] = []
-        if ready.entries:
-            first = ready.entries[0].index
-            if first <= self._wal.last_index or first < self._wal.next_index:
-                waits.append(asyncio.wrap_future(self._wal.truncate_after(first - 1)))
-            batch = [WalEntry(e.term, e.index, int(e.type), e.payload) for e in ready.entries]
-            waits.append(asyncio.wrap_future(self._wal.append(batch)))
-        hard = ready.hard_state
-        old = self._cmeta
-        term_or_vote = hard is not None and (hard.term, hard.vote) != (old.hard_state.term, old.hard_state.vote)
-        if term_or_vote or ready.committed_config is not None:
-            self._cmeta = ConsensusMetadata(hard or old.hard_state, ready.committed_config or old.committed_config)
-            waits.append(self._loop.run_in_executor(None, self._cmeta.save, self.directory))
-        if waits:
-            await asyncio.gather(*waits)
+    async def _apply_loop(self) -> None:
+        while True:
+            await self._apply_wake.wait()
+            self._apply_wake.clear()
+            while self._to_apply:
+                committed, self._to_apply = self._to_apply, []
+                await self._apply(committed)
+            self._maybe_compact()
+            await self._maybe_gc()
 
-    async def _apply(self, committed: tuple[LogEntry, ...]) -> None:
+    async def _apply(self, committed: list[LogEntry]) -> None:
         writes = [e for e in committed if e.type is EntryType.WRITE]
         results: Sequence[Any] = ()
         if writes:
@@ -393,6 +466,24 @@ class RaftReplica:
         self._applied = committed[-1].index
         self._anchors.update(self._applied_anchor, max(1, self._sm.applied_index()))
         self._wake_apply_waiters()
+
+    async def _maybe_gc(self) -> None:
+        """Every few seconds, drop WAL segments that nothing needs any more."""
+        now = self._loop.time()
+        if now < self._next_gc:
+            return
+        self._next_gc = now + self._options.wal_gc_interval_s
+        durable = max(1, self._sm.applied_index())
+        if self.role is Role.LEADER:
+            # Keep what lagging peers still need, within the WAL's max_segments_to_retain.
+            matched = [p.match for p in self._core.peer_progress() if p.peer_id != self.peer_id]
+            retain = min([durable, *(m + 1 for m in matched)])
+        else:
+            retain = durable
+        self._anchors.update(self._retention_anchor, max(1, retain))
+        deleted = await self._loop.run_in_executor(None, self._wal.gc)
+        if deleted:
+            log.debug("%s: WAL GC deleted %d segment(s)", self.group_id, len(deleted))
 
     def _wake_apply_waiters(self) -> None:
         still = []
@@ -424,9 +515,12 @@ class RaftReplica:
         self._fail_all(error)
 
     def _fail_all(self, error: NyalaError) -> None:
+        # A proposal may have reached the followers already and may still commit there, so its
+        # outcome is unknown (contract rule 8): report it as such, never as failed.
+        unknown = TimedOut(f"outcome unknown: the replica of {self.group_id} stopped ({error})")
         for _, future in self._pending.values():
             if not future.done():
-                future.set_exception(error)
+                future.set_exception(unknown)
         for read in self._reads.values():
             if not read.done():
                 read.set_exception(error)

@@ -43,7 +43,7 @@ class RaftEndpoint(Protocol):
 
     def receive(self, message: Message) -> None: ...
 
-    def tick(self) -> None: ...
+    def tick(self, now_tick: int | None = None) -> None: ...
 
 
 class PeerDirectory:
@@ -90,6 +90,9 @@ class RaftTransport:
         self._inflight: dict[str, int] = {}
         self._flush_scheduled = False
         self._ticker: asyncio.TimerHandle | None = None
+        # One clock for every replica, so leaders send their periodic heartbeats on the same
+        # ticks and the transport carries them to each peer in one call.
+        self._tick_count = 0
         self._tasks: set[asyncio.Task[None]] = set()
         #: Deliver calls sent and Raft messages in them (coalescing shows as messages >> calls).
         self.delivers_sent = 0
@@ -125,9 +128,10 @@ class RaftTransport:
     def _tick_all(self) -> None:
         loop = asyncio.get_running_loop()
         self._ticker = loop.call_later(self._tick_interval_s, self._tick_all)
+        self._tick_count += 1
         for endpoint in list(self._endpoints.values()):
             try:
-                endpoint.tick()
+                endpoint.tick(self._tick_count)
             except Exception:  # one broken replica must not stop the others' clocks
                 log.exception("tick of Raft group %s failed", endpoint.group_id)
 
