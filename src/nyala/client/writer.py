@@ -73,9 +73,12 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
     work: dict[int, TabletWork] = {}
     uncovered: list[OpBatch] = []
     for batch in batches:
-        indices = pa.array(table.partitioner.partition_indices(batch.data), pa.int32())
-        for index in pc.unique(indices).to_pylist():
-            piece = batch if len(indices) == 0 or _all_equal(indices) else _take(batch, pc.equal(indices, index))
+        found = _partition_indices(table, batch)
+        distinct = sorted(set(found), key=found.index)
+        indices = pa.array(found, pa.int32()) if len(distinct) > 1 else None
+        for index in distinct:
+            # A pa.scalar, not an int: pyarrow looks for pandas on every call given a Python scalar.
+            piece = batch if indices is None else _take(batch, pc.equal(indices, pa.scalar(index, pa.int32())))
             if index < 0:
                 uncovered.append(piece)
                 continue
@@ -86,9 +89,37 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
     return list(work.values()), uncovered
 
 
-def _all_equal(indices: pa.Array) -> bool:
-    bounds = pc.min_max(indices).as_py()
-    return bool(bounds["min"] == bounds["max"])
+# Below this many rows, mapping rows one by one in Python beats Arrow's per-call overhead.
+_SMALL_BATCH_ROWS = 32
+
+
+def _partition_indices(table: TableInfo, batch: OpBatch) -> list[int]:
+    partitioner = table.partitioner
+    if batch.num_rows > _SMALL_BATCH_ROWS:
+        return partitioner.partition_indices(batch.data)
+    names = set(partitioner.schema.key_names)
+    starts = _partition_starts(table)
+    out = []
+    for row in batch.data.select([n for n in batch.data.column_names if n in names]).to_pylist():
+        try:
+            out.append(starts[partitioner.find(partitioner.partition_key(row)).partition_key_start])
+        except NotFound:
+            out.append(-1)
+    return out
+
+
+_STARTS: dict[int, dict[bytes, int]] = {}
+
+
+def _partition_starts(table: TableInfo) -> dict[bytes, int]:
+    """Partition key start -> index in ``partitioner.partitions`` (cached per partitioner)."""
+    key = id(table.partitioner)
+    starts = _STARTS.get(key)
+    if starts is None or len(starts) != len(table.partitioner.partitions):
+        if len(_STARTS) > 64:
+            _STARTS.clear()
+        starts = _STARTS[key] = {p.partition_key_start: i for i, p in enumerate(table.partitioner.partitions)}
+    return starts
 
 
 def _take(batch: OpBatch, mask: pa.Array) -> OpBatch:
