@@ -31,11 +31,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.common.errors import InvalidArgument, NotFound, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
+from nyala.schema import Partition
 
 from ._context import ClientContext
-from ._retry import Deadline
+from ._retry import Backoff, Deadline
 from .info import role_name
 from .meta_cache import TableInfo, TabletLocation
 from .scan_spec import ScanSpec
@@ -74,13 +75,34 @@ class AsyncScanner:
         deadline = Deadline(self.spec.timeout_s, f"locating the tablets of {self.table.name!r}")
         if self._tablet_id:
             return [await self._tablet_by_id(deadline)]
-        locations = await self._ctx.meta.locations(self.table, deadline)
-        if not set(t.partition for t in locations.tablets) <= set(self.table.partitioner.partitions):
+        backoff = Backoff(self._ctx.options, self._ctx.rng)
+        refresh = False
+        while True:
+            try:
+                wanted, by_partition = await self._locate(deadline, refresh)
+            except TimedOut:
+                if backoff.last_error is None:
+                    raise
+                raise deadline.timed_out(backoff.last_error, backoff.attempts) from None
+            missing = [p for p in wanted if p not in by_partition]
+            if not missing:
+                return [by_partition[p] for p in wanted]
+            # Never skip a tablet silently: one that is still being created is waited for.
+            waiting = ServiceUnavailable(f"{len(missing)} tablets of {self.table.name!r} have no location yet")
+            await backoff.wait(deadline, waiting)
+            refresh = True
+
+    async def _locate(
+        self, deadline: Deadline, refresh: bool
+    ) -> tuple[list[Partition], dict[Partition, TabletLocation]]:
+        """The partitions to read and the tablets located so far, by partition."""
+        locations = await self._ctx.meta.locations(self.table, deadline, refresh=refresh)
+        if not {t.partition for t in locations.tablets} <= set(self.table.partitioner.partitions):
             # A partition the client does not know: the table's ranges changed; learn them.
             self.table = await self._ctx.meta.table(deadline, table_id=self.table.id, refresh=True)
             locations = await self._ctx.meta.locations(self.table, deadline, refresh=True)
-        wanted = set(self.table.partitioner.prune(self.spec.predicates, self.spec.key_range))
-        return [t for t in locations.tablets if t.partition in wanted]
+        wanted = self.table.partitioner.prune(self.spec.predicates, self.spec.key_range)
+        return wanted, {t.partition: t for t in locations.tablets}
 
     async def _tablet_by_id(self, deadline: Deadline) -> TabletLocation:
         for refresh in (False, True):

@@ -194,8 +194,9 @@ class _TabletWrite:
         try:
             while True:
                 self.backoff.check(self.deadline)
-                key = self.partition.partition_key_start
-                tablet = await self.ctx.meta.tablet_for_key(self.table, key, self.deadline)
+                tablet = await self._locate()
+                if tablet is None:
+                    continue
                 self.tablet_id = tablet.tablet_id
                 response = await self._attempt(tablet, payload)
                 if response is not None:
@@ -206,6 +207,18 @@ class _TabletWrite:
         except NyalaError as exc:
             ambiguous = self.ambiguous or isinstance(exc, TimedOut | NetworkError)
             return self.batch.row_errors(exc, tablet_id=self.tablet_id, ambiguous=ambiguous)
+
+    async def _locate(self) -> TabletLocation | None:
+        """The tablet of this batch's partition; None after a wait when it has no location yet."""
+        try:
+            return await self.ctx.meta.tablet_for_key(self.table, self.partition.partition_key_start, self.deadline)
+        except NotFound as exc:
+            fresh = await self.ctx.meta.table(self.deadline, table_id=self.table.id, refresh=True)
+            if self.partition not in fresh.partitioner.partitions:
+                raise NotFound(f"the range partition of these rows was dropped from table {fresh.name!r}") from exc
+            # The partition exists but its tablet is not running yet (being created): wait for it.
+            await self.backoff.wait(self.deadline, ServiceUnavailable(f"no running tablet yet: {exc}"))
+            return None
 
     async def _attempt(self, tablet: TabletLocation, payload: memoryview) -> tpb.WriteResponsePB | None:
         """One Write; None means try again (after whatever the failure called for)."""

@@ -371,6 +371,12 @@ class FakeMaster:
             if (not t.partition.partition_key_end or t.partition.partition_key_end > start)
             and (not end or t.partition.partition_key_start < end)
         ]
+        for i, t in enumerate(chosen):  # like the real master: stop before a tablet not running yet
+            if t.id in self.cluster.creating_tablets:
+                if i == 0:
+                    raise ServiceUnavailable(f"tablet {t.id} is not running yet")
+                chosen = chosen[:i]
+                break
         if request.max_returned_locations:
             chosen = chosen[: request.max_returned_locations]
         servers = list(self.cluster.tservers)
@@ -519,6 +525,8 @@ class FakeCluster:
         self.ttl_millis = 300_000
         self.rows_per_batch = 1000
         self.dead_tservers: set[str] = set()
+        #: Tablets the master treats as still being created (not in locations yet).
+        self.creating_tablets: set[str] = set()
         #: (tserver uuid, tablet id) -> leader that replica reports (for ksck tests).
         self.reported_leaders: dict[tuple[str, str], str] = {}
         self.tablet_states: dict[tuple[str, str], Any] = {}

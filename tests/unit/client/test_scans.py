@@ -18,7 +18,7 @@ from nyala.client import (
     connect,
     predicate,
 )
-from nyala.common.errors import InvalidArgument, NetworkError, NotFound
+from nyala.common.errors import InvalidArgument, NetworkError, NotFound, TimedOut
 from nyala.schema import Predicate
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
@@ -226,3 +226,18 @@ def test_ranges_added_by_another_client_are_found(cluster: FakeCluster, client: 
     table.refresh()
     assert table.count() == 20
     assert table.count([("id", ">=", 10)]) == 10
+
+
+def test_tablets_still_being_created_are_waited_for_not_skipped(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(3))
+    table.insert(rows(0, 30))
+    fake = cluster.table("t")
+    hidden = sorted(fake.tablets, key=lambda t: t.partition.partition_key_start)[1]
+    cluster.creating_tablets.add(hidden.id)
+    cluster.loop.call_soon_threadsafe(cluster.loop.call_later, 0.3, cluster.creating_tablets.clear)
+    table.refresh()
+    assert table.count() == 30  # the hidden tablet's rows too, once it shows up
+    cluster.creating_tablets.add(hidden.id)
+    table.refresh()
+    with pytest.raises(TimedOut, match="no location yet"):
+        table.count(timeout_s=0.3)

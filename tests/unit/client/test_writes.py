@@ -219,3 +219,20 @@ def test_big_batches_are_split_to_fit_one_write(cluster: FakeCluster) -> None:
     writes = sum(ts.calls.get("Write", 0) for ts in cluster.tservers.values())
     assert writes >= 1000 * 20 // 3000  # about 20 bytes a row: many writes, each under the limit
     assert len(cluster.all_rows("t")) == 1000
+
+
+def test_writes_wait_for_a_tablet_being_created_and_fail_for_a_dropped_range(
+    cluster: FakeCluster, client: Client
+) -> None:
+    parts = Partitioning().set_range_partition_columns("id").add_range_partition(0, 10).add_range_partition(10, 20)
+    table = client.create_table("r", kv_schema(), parts)
+    second = next(t for t in cluster.table("r").tablets if t.partition.range.lower)
+    cluster.creating_tablets.add(second.id)
+    cluster.loop.call_soon_threadsafe(cluster.loop.call_later, 0.3, cluster.creating_tablets.clear)
+    table.refresh()
+    assert table.insert(rows(0, 20)) == []
+    with connect(cluster.master_addresses, options=FAST) as other:
+        other.alter_table("r", drop_range_partitions=[(10, 20)])
+    errors = table.insert(rows(15, 16))  # the client still believes in [10, 20)
+    assert [type(e.error) for e in errors] == [NotFound]
+    assert "dropped" in str(errors[0].error)
