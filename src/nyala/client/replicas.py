@@ -19,9 +19,9 @@ the next closest one.
 from __future__ import annotations
 
 import enum
+import hashlib
 import ipaddress
 import socket
-import zlib
 from collections.abc import Mapping
 
 from .meta_cache import ServerInfo, TabletLocation
@@ -97,6 +97,8 @@ def order_replicas(
         server = servers.get(uuid)
         local = server is not None and server.address is not None and is_local(server.address.host, local_hosts)
         affinity = location_affinity(server.location, client_location) if server is not None else 0
-        return (0 if local else 1, -affinity, zlib.crc32(f"{salt}:{uuid}".encode()))
+        # A real hash, not a CRC: CRCs of similar strings differ by a fixed pattern, which skews the order.
+        spread = int.from_bytes(hashlib.blake2b(f"{salt}:{uuid}".encode(), digest_size=8).digest(), "big")
+        return (0 if local else 1, -affinity, spread)
 
     return sorted(tablet.replica_uuids, key=rank)
