@@ -1,7 +1,8 @@
 """Raft messages between servers: one coalesced ``Deliver`` call per destination.
 
 One :class:`RaftTransport` serves every replica of a process.  Replicas hand it the messages
-of their Readies (already durable, per the driver contract); it groups them by destination
+of their Readies when the driver contract allows (a leader's AppendEntries at once, before its
+own fsync; votes and acknowledgements only once durable); it groups them by destination
 server and sends each group as one ``ConsensusService.Deliver`` call, whatever tablets they
 belong to.  All replicas are ticked by one timer, so the heartbeats of every tablet leave in
 the same event-loop turn and share one call per peer (Kudu's KUDU-1973 batching).
@@ -138,7 +139,7 @@ class RaftTransport:
     # -- outgoing ---------------------------------------------------------------------------
 
     def send(self, messages: Sequence[Message]) -> None:
-        """Queue durable messages; they leave at the end of this event-loop turn."""
+        """Queue messages the contract allows to leave now; they go at the end of this event-loop turn."""
         if not messages:
             return
         for m in messages:
