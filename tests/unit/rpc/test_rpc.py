@@ -11,7 +11,7 @@ import pytest
 
 from nyala.common import errors
 from nyala.proto import rpc_pb2
-from nyala.rpc import PING, CallContext, RpcMethod, RpcOptions, RpcServer
+from nyala.rpc import PING, CallContext, Messenger, RpcMethod, RpcOptions, RpcServer
 from nyala.rpc.framing import PREAMBLE, ResponseHeader, encode_request
 from tests.unit.rpc.conftest import Runner, closed_by_peer, raw_connection, serving, wait_until
 
@@ -148,7 +148,7 @@ def test_handler_returning_the_wrong_message_type_is_an_internal_error(run: Runn
     run(main())
 
 
-def test_client_gives_up_at_its_deadline_and_the_server_cancels_the_handler(run: Runner) -> None:
+def test_the_server_cancels_a_handler_at_the_callers_deadline(run: Runner) -> None:
     async def main() -> None:
         cancelled = asyncio.Event()
 
@@ -163,11 +163,36 @@ def test_client_gives_up_at_its_deadline_and_the_server_cancels_the_handler(run:
         server = RpcServer()
         server.add_method(BLOCK, block)
         async with serving(server) as (_, address, messenger):
-            with pytest.raises(errors.TimedOut, match=r"TestService\.Block to .* timed out"):
+            # Both sides hold the same deadline; whichever notices first answers TimedOut.
+            with pytest.raises(errors.TimedOut):
                 await messenger.call(address, BLOCK, Ping(), timeout=0.2)
             async with asyncio.timeout(10):
                 await cancelled.wait()  # the server saw the same deadline and stopped working
             await wait_until(lambda: server.calls_in_flight == 0)  # its task ends right after the handler
+
+    run(main())
+
+
+def test_the_client_gives_up_at_its_deadline_when_the_server_never_answers(run: Runner) -> None:
+    async def main() -> None:
+        received = asyncio.Event()
+
+        class BlackHole(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                received.set()  # reads the call and never answers
+
+        loop = asyncio.get_running_loop()
+        hole = await loop.create_server(BlackHole, "127.0.0.1", 0)
+        address = hole.sockets[0].getsockname()
+        messenger = Messenger()
+        try:
+            with pytest.raises(errors.TimedOut, match=r"TestService\.Block to .* timed out waiting for a response"):
+                await messenger.call(f"{address[0]}:{address[1]}", BLOCK, Ping(), timeout=0.2)
+            assert received.is_set()
+        finally:
+            await messenger.close()
+            hole.close()
+            await hole.wait_closed()
 
     run(main())
 
