@@ -16,7 +16,9 @@ one way and responses the other, each as one frame (integers big-endian)::
                 m bytes message, h bytes leader hint (UTF-8)
       u32 size of each sidecar
     body              one protobuf message (body_size bytes)
-    sidecars          raw bytes, back to back, never re-encoded
+    sidecars          raw bytes, never re-encoded; each starts at a multiple of
+                      SIDECAR_ALIGNMENT (64) bytes from the start of the header, after
+                      zero padding, so Arrow buffers read in place are aligned
 
 The header is packed with ``struct`` rather than protobuf: building a protobuf header costs
 2-4 us in Python against 0.4 us for a struct, per call and per side (measured; see
@@ -49,6 +51,10 @@ __all__ = [
 ]
 
 PREAMBLE = b"NYRPC\x00\x00\x01"  # magic and protocol version 1
+# Receive buffers are at least 16-byte aligned; sidecars at 64-byte offsets within a frame
+# are then aligned for every Arrow type, without copying them.
+SIDECAR_ALIGNMENT = 64
+_PADDING = bytes(SIDECAR_ALIGNMENT)
 MAX_HEADER_BYTES = 64 * 1024
 KIND_REQUEST = 1
 KIND_RESPONSE = 2
@@ -128,16 +134,27 @@ def encode_response(
 
 
 def _assemble(header: bytes, body: bytes, sidecars: Sequence[Buffer], max_frame_bytes: int) -> list[Buffer]:
-    if sidecars:
-        sizes = [len(s) for s in sidecars]
-        header += struct.pack(f"!{len(sizes)}I", *sizes)
-        frame_len = len(header) + len(body) + sum(sizes)
-    else:
+    if not sidecars:
         frame_len = len(header) + len(body)
+        _check_size(frame_len, max_frame_bytes)
+        return [_PREFIX.pack(frame_len, len(header)) + header + body]
+    sizes = [len(s) for s in sidecars]
+    header += struct.pack(f"!{len(sizes)}I", *sizes)
+    pieces: list[Buffer] = []
+    offset = len(header) + len(body)
+    for sidecar in sidecars:
+        pad = -offset % SIDECAR_ALIGNMENT
+        if pad:
+            pieces.append(_PADDING[:pad])
+        pieces.append(sidecar)
+        offset += pad + len(sidecar)
+    _check_size(offset, max_frame_bytes)
+    return [_PREFIX.pack(offset, len(header)) + header + body, *pieces]
+
+
+def _check_size(frame_len: int, max_frame_bytes: int) -> None:
     if frame_len > max_frame_bytes:
         raise ValueError(f"frame of {frame_len} bytes exceeds the maximum frame size of {max_frame_bytes} bytes")
-    first = _PREFIX.pack(frame_len, len(header)) + header + body
-    return [first, *sidecars] if sidecars else [first]
 
 
 class FrameDecoder(Generic[HeaderT]):
@@ -237,16 +254,18 @@ class FrameDecoder(Generic[HeaderT]):
         except (struct.error, UnicodeDecodeError) as exc:
             raise FrameError(f"frame header does not parse: {exc}") from exc
         sizes = header.sidecar_sizes
-        if header_len + body_size + sum(sizes) != len(frame):
-            raise FrameError(
-                f"frame sizes do not add up: header {header_len} + body {body_size} + sidecars "
-                f"{sum(sizes)} != frame {len(frame)}"
-            )
         offset = header_len + body_size
-        sidecars = []
+        starts = []
         for size in sizes:
-            sidecars.append(frame[offset : offset + size])
+            offset += -offset % SIDECAR_ALIGNMENT
+            starts.append(offset)
             offset += size
+        if offset != len(frame):
+            raise FrameError(
+                f"frame sizes do not add up: header {header_len} + body {body_size} + sidecars {sum(sizes)} "
+                f"(with alignment padding: {offset}) != frame {len(frame)}"
+            )
+        sidecars = [frame[start : start + size] for start, size in zip(starts, sizes, strict=True)]
         return Frame(header, frame[header_len : header_len + body_size], sidecars)  # type: ignore[arg-type]
 
 

@@ -128,3 +128,18 @@ def test_response_frame_sent_to_a_server_is_refused() -> None:
     decoder = FrameDecoder(RequestHeader, MAX, expect_preamble=False)
     with pytest.raises(FrameError, match="expected a request frame"):
         feed(decoder, b"".join(bytes(p) for p in pieces), [])
+
+
+@pytest.mark.parametrize("buffer_bytes", [1024, 256 * 1024], ids=["own-buffer", "shared-buffer"])
+def test_sidecars_arrive_aligned_for_arrow(buffer_bytes: int) -> None:
+    import pyarrow as pa
+
+    sidecars = [b"a" * 3, b"b" * 5000, b"", b"c" * 7]
+    stream = PREAMBLE + request_bytes(1, b"odd-sized body", sidecars, method=b"S.Method1")
+    decoder = FrameDecoder(RequestHeader, MAX, expect_preamble=True, buffer_bytes=buffer_bytes)
+    (frame,) = feed(decoder, stream, [17, 333])
+    assert [bytes(s) for s in frame.sidecars] == sidecars
+    for sidecar in frame.sidecars:
+        if len(sidecar):
+            # Arrow reads buffers in place; Decimal128, the widest type, needs 16-byte alignment.
+            assert pa.py_buffer(sidecar).address % 16 == 0
