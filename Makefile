@@ -48,6 +48,8 @@ proto: $(VENV)/.stamp-proto
 bench: $(VENV)/.stamp-bench
 	$(PY) bench/rpc_bench.py
 	$(PY) bench/wal_bench.py
+	$(PY) bench/storage_bench.py
+	$(PY) bench/placement_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data
