@@ -1,0 +1,250 @@
+"""Shared pieces of the cluster benchmarks: a scratch directory, a cluster with production
+timings, leaders spread over the tablet servers, closed-loop load with latencies and CPU, and
+the figure table every benchmark prints.
+
+The benchmarks run as scripts (``python bench/x.py``); each puts the repository root on
+``sys.path`` so that ``bench._cluster`` imports the same way under mypy and at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nyala.client import AsyncClient, AsyncTable
+from nyala.proto import common_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
+from nyala.rpc import Messenger
+from nyala.services import GET_CONSENSUS_STATE, LEADER_STEP_DOWN
+from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
+
+REPO = Path(__file__).resolve().parents[1]
+SCRATCH = REPO / ".bench-tmp"  # git-ignored, on the repository's filesystem
+
+#: The servers' own defaults (Kudu's): 100 ms Raft tick, 500 ms Raft heartbeat (so a 1.5 s
+#: election timeout), 1 s master heartbeat.  Tests use faster timings; benchmarks do not.
+PRODUCTION_TIMINGS = {"raft_tick_interval_ms": 100, "raft_heartbeat_interval_ms": 500, "heartbeat_interval_ms": 1000}
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, keep: bool = False) -> Iterator[Path]:
+    """A fresh directory under .bench-tmp, deleted afterwards unless ``keep``."""
+    SCRATCH.mkdir(exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"kept {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def cluster_options(num_tservers: int = 3, **overrides: object) -> MiniClusterOptions:
+    """One master and ``num_tservers`` tablet servers with the production timings."""
+    settings: dict[str, object] = {"num_masters": 1, "num_tservers": num_tservers, **PRODUCTION_TIMINGS}
+    settings.update(overrides)
+    return MiniClusterOptions(**settings)  # type: ignore[arg-type]
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (all its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: Sequence[int]) -> float:
+    return sum(process_cpu_seconds(p) for p in pids)
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+# --- closed-loop load -------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    """Operations completed back to back by a fixed number of workers."""
+
+    ops: int
+    units: int  # rows (or puts) acknowledged; ``ops`` counts calls
+    seconds: float
+    latencies: list[float] = field(repr=False)
+    client_cpu_s: float
+    server_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.units / self.seconds if self.seconds else 0.0
+
+    def percentile_ms(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+    @property
+    def client_cpu_us(self) -> float:
+        return self.client_cpu_s / self.units * 1e6 if self.units else float("nan")
+
+    @property
+    def server_cpu_us(self) -> float:
+        return self.server_cpu_s / self.units * 1e6 if self.units else float("nan")
+
+
+async def closed_loop(
+    op: Callable[[int], Awaitable[int]],
+    workers: int,
+    seconds: float,
+    server_pids: Sequence[int],
+    warmup_s: float = 1.0,
+) -> LoadResult:
+    """``workers`` tasks call ``op(n)`` back to back (n numbers the calls, 0, 1, ...) for
+    ``seconds`` after ``warmup_s``; ``op`` returns how many units it completed."""
+    counter = 0
+    measuring = False
+    latencies: list[float] = []
+    units = 0
+    stop_at = time.perf_counter() + warmup_s + seconds
+
+    async def worker() -> None:
+        nonlocal counter, units
+        while (start := time.perf_counter()) < stop_at:
+            n, counter = counter, counter + 1
+            done = await op(n)
+            if measuring:
+                latencies.append(time.perf_counter() - start)
+                units += done
+
+    async def clock() -> tuple[float, float, float]:
+        nonlocal measuring
+        await asyncio.sleep(warmup_s)
+        measuring = True
+        return time.perf_counter(), time.process_time(), cpu_of(server_pids)
+
+    clock_task = asyncio.ensure_future(clock())
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    started, cpu_started, server_started = await clock_task
+    elapsed = time.perf_counter() - started
+    return LoadResult(
+        ops=len(latencies),
+        units=units,
+        seconds=elapsed,
+        latencies=latencies,
+        client_cpu_s=time.process_time() - cpu_started,
+        server_cpu_s=cpu_of(server_pids) - server_started,
+    )
+
+
+# --- tablet leaders -----------------------------------------------------------------------
+
+
+async def tablet_leaders(cluster: MiniCluster, messenger: Messenger) -> dict[str, str]:
+    """Tablet id -> uuid of the tablet server that says it leads it, asked of every server."""
+    leaders: dict[str, str] = {}
+    for server in cluster.tservers:
+        if not cluster.running(server):
+            continue
+        try:
+            response = await messenger.call(server.address, GET_CONSENSUS_STATE, cpb.GetConsensusStateRequestPB())
+        except Exception:
+            continue
+        for state in response.tablets:
+            if state.leader_uuid and state.leader_uuid == server.uuid and state.role == common_pb2.LEADER:
+                leaders[state.tablet_id] = server.uuid
+    return leaders
+
+
+async def spread_leaders(cluster: MiniCluster, table: AsyncTable, timeout_s: float = 60.0) -> dict[str, int]:
+    """Move tablet leaders so that tablet i (in partition order) is led by tablet server
+    i mod n: every server then leads its share.  Returns leaders per server address."""
+    tablets = [t.tablet_id for t in await table.tablets()]
+    servers = cluster.tservers
+    wanted = {tablet: servers[i % len(servers)].uuid for i, tablet in enumerate(tablets)}
+    address_of = {s.uuid: s.address for s in servers}
+    messenger = Messenger()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            leaders = await tablet_leaders(cluster, messenger)
+            wrong = [t for t in tablets if leaders.get(t) != wanted[t]]
+            if not wrong:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not spread tablet leaders: {len(wrong)} tablets still misplaced")
+            for tablet in wrong:
+                current = leaders.get(tablet)
+                if current is None:
+                    continue  # an election is under way; look again
+                request = cpb.LeaderStepDownRequestPB(tablet_id=tablet, new_leader_uuid=wanted[tablet])
+                with contextlib.suppress(Exception):
+                    await messenger.call(address_of[current], LEADER_STEP_DOWN, request)
+            await asyncio.sleep(0.5)
+    finally:
+        await messenger.close()
+    counts: dict[str, int] = {str(s.address): 0 for s in servers}
+    for tablet in tablets:
+        counts[str(address_of[wanted[tablet]])] += 1
+    return counts
+
+
+async def connect(cluster: MiniCluster) -> AsyncClient:
+    return await AsyncClient.connect(cluster.master_addresses_flag, timeout_s=60)
+
+
+# --- the figure table ---------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One line of a benchmark's table."""
+
+    name: str
+    nyala: float | None
+    reference: float | None = None
+    target: str = ""
+    digits: int = 0
+    #: For "lower is better" figures (latencies, gaps) the ratio is still nyala / reference.
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        def show(value: float | None) -> str:
+            return "-" if value is None else f"{value:,.{self.digits}f}"
+
+        ratio = "-"
+        if self.nyala is not None and self.reference:
+            ratio = f"{self.nyala / self.reference:.2f}"
+        return [self.name, show(self.nyala), show(self.reference), ratio, self.target]
+
+
+def print_table(title: str, reference_name: str, figures: Sequence[Figure], notes: Sequence[str] = ()) -> None:
+    header = ["figure", "Nyala", reference_name, "ratio", "target"]
+    rows = [header, *(f.cells() for f in figures)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    print(f"\n{title}")
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:4], widths[1:4], strict=True))]
+        print("  ".join([*cells, row[4]]).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    for note in notes:
+        print(f"  {note}")
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
