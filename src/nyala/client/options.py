@@ -31,7 +31,12 @@ class ClientOptions:
     retry_backoff_initial_ms: int = setting(
         10, "First pause between attempts of a retriable failure; doubled per attempt.", "advanced"
     )
-    retry_backoff_max_ms: int = setting(1_000, "Upper bound of the pause between attempts.", "advanced")
+    retry_backoff_max_ms: int = setting(
+        250,
+        "Upper bound of the pause between attempts.  Kept short because the usual reason to retry is a "
+        "leader election (1.5 to 2.3 s by default): a longer pause only delays noticing the new leader.",
+        "advanced",
+    )
     session_buffer_bytes: int = setting(
         7 * 1024 * 1024,
         "Bytes of row operations a session buffers before applying back-pressure (Kudu's mutation buffer).",
