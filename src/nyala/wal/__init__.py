@@ -7,12 +7,20 @@ owned by the consensus layer, payload bytes) go into segment files ``wal-0000000
 ``wal-000000002``, ...; only the last segment is written, the others are closed and carry a
 footer.  The byte layouts are in :mod:`nyala.wal.format` and ``docs/wal.md``.
 
-Appending.  ``append(entries)`` checks the entries, encodes them in the caller's thread, then,
-under a short lock, checks that they continue the log (first index == next_index) and queues
-them.  One appender thread per log (:mod:`nyala.wal.appender`) drains the whole queue, writes
-it as ONE batch (16-byte header with two CRC32Cs, then the records) with one ``pwritev``, calls
-``fdatasync`` once, updates the index, then completes every queued future in queue order.  A
-completed future therefore means durable, and completion order is reservation order.
+Appending.  ``append(entries)`` checks the entries and packs their record headers in the
+caller's thread (payloads are referenced, not copied), then, under a short lock, checks that
+they continue the log (first index == next_index) and queues them.  One appender thread per log
+(:mod:`nyala.wal.appender`) drains the whole queue, joins it into ONE batch (16-byte header with
+two CRC32Cs, then the records; the only copy of the payloads), writes it with one ``pwritev``,
+calls ``fdatasync`` once, updates the index, then completes every queued future in queue order.
+A completed future therefore means durable, and completion order is reservation order.
+
+Asyncio.  ``append_async`` / ``truncate_after_async`` reserve the same way but return an
+``asyncio.Future``.  The appender does not wake the event loop per append (as
+``asyncio.wrap_future`` would): per group it makes ONE ``call_soon_threadsafe`` per event loop
+(:mod:`nyala.wal.loop_bridge`), and that callback resolves the loop's futures of the group in
+reservation order.  Cancelling such a future does not withdraw the append.  ``wait_for_room``
+lets producers that do not await each append wait while ``append_queue_max_bytes`` are queued.
 
 Segments.  The next segment is prepared on a background thread: header written, file
 preallocated with ``posix_fallocate`` and fsynced under a temporary name.  When the active

@@ -11,8 +11,21 @@ The committer is normally the log's appender thread, woken through a doorbell wh
 arrives at an idle log.  A *blocking* caller (``Log.append_sync``) that finds the log idle
 commits its own group on its own thread instead, and hands whatever queued up meanwhile to the
 appender thread: with one writer this saves two thread wake-ups per append, which on a busy
-machine cost as much as a third of an fdatasync.  Callers that must not block (asyncio, via
-``asyncio.wrap_future``) always go through the appender thread.
+machine cost as much as a third of an fdatasync.  Callers that must not block always go
+through the appender thread.
+
+Requests come with one of two kinds of completion.  Thread-side ones (a
+``concurrent.futures.Future`` or a :class:`Waiter`) are completed on the committer's thread.
+Asyncio ones (``Log.append_async``; the request names its event loop) are completed in their
+loop: the committer posts ONE callback per loop per group (:mod:`nyala.wal.loop_bridge`), which
+resolves that loop's futures of the group in queue order.  So in each loop, and on the thread
+side, completion order is reservation order; and whenever any append has completed, every
+append reserved before it is durable.
+
+Queued bytes are bounded softly: :meth:`GroupCommitter.room` gives an asyncio caller a future
+to await while ``max_queued_bytes`` or more wait in the queue; taking a group off the queue
+wakes the waiters once the queue is below the bound again.  Appends themselves are never
+refused or delayed for room, so a reservation keeps its place in order.
 
 Invariant (under ``_lock``): requests are pending only while ``_busy``; ``_busy`` means one
 committer is running or one doorbell ring is on its way to the appender thread.
@@ -23,6 +36,7 @@ a failed fsync the page cache can no longer be trusted, so the log must be reope
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections import deque
@@ -30,21 +44,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from queue import SimpleQueue
-from typing import Protocol
+from typing import cast
 
 from nyala.common.errors import InternalError, NyalaError, TimedOut
+from nyala.wal.loop_bridge import post
 
-__all__ = ["Completion", "GroupCommitter", "Request", "Waiter"]
+__all__ = ["GroupCommitter", "Request", "Waiter"]
 
 log = logging.getLogger(__name__)
-
-
-class Completion(Protocol):
-    """What the committer completes: a ``concurrent.futures.Future`` or a :class:`Waiter`."""
-
-    def set_result(self, result: int) -> None: ...
-    def set_exception(self, exception: BaseException) -> None: ...
-    def done(self) -> bool: ...
 
 
 class Waiter:
@@ -88,12 +95,15 @@ class Waiter:
 class Request:
     """One queued append (``runs`` holds its term runs) or truncation marker (``runs`` is None).
 
-    ``first``/``last`` are its op indexes (both N for ``truncate_after(N)``); the future
-    completes with ``last``.
+    ``parts`` are the encoded records, ``size`` their total length.  ``first``/``last`` are
+    its op indexes (both N for ``truncate_after(N)``); the future completes with ``last``.
+    ``loop`` is set when ``future`` is an asyncio future of that event loop.
     """
 
-    data: bytes
-    future: Future[int] | Waiter
+    parts: list[bytes]
+    size: int
+    future: Future[int] | Waiter | asyncio.Future[int]
+    loop: asyncio.AbstractEventLoop | None
     first: int
     last: int
     runs: list[tuple[int, int]] | None
@@ -102,12 +112,21 @@ class Request:
 class GroupCommitter:
     """The queue, the appender thread and the committer hand-over of one log."""
 
-    def __init__(self, name: str, write_group: Callable[[list[Request]], None], max_group_bytes: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        write_group: Callable[[list[Request]], None],
+        max_group_bytes: int,
+        max_queued_bytes: int,
+    ) -> None:
         self._write_group = write_group
         self._max_group_bytes = max_group_bytes
+        self._max_queued_bytes = max_queued_bytes
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._pending: deque[Request] = deque()
+        self._queued_bytes = 0
+        self._room_waiters: list[asyncio.Future[None]] = []
         self._busy = False
         self._doorbell: SimpleQueue[bool] = SimpleQueue()  # True: commit what is queued; False: exit
         self.failure: NyalaError | None = None
@@ -120,6 +139,7 @@ class GroupCommitter:
         """Queue ``request``; True means the caller must now call :meth:`lead` with its future."""
         with self._lock:
             self._pending.append(request)
+            self._queued_bytes += request.size
             if self._busy:
                 return False  # the active committer will take it
             self._busy = True
@@ -128,7 +148,23 @@ class GroupCommitter:
         self._doorbell.put(True)
         return False
 
-    def lead(self, until: Completion) -> None:
+    def room(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        """None while fewer than ``max_queued_bytes`` are queued; else a future resolved once fewer are."""
+        with self._lock:
+            if self._queued_bytes < self._max_queued_bytes:
+                return None
+            # Pending requests imply _busy: a committer will take a group and wake this waiter.
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._room_waiters.append(waiter)
+            return waiter
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes reserved but not yet taken into a group."""
+        with self._lock:
+            return self._queued_bytes
+
+    def lead(self, until: Waiter) -> None:
         """Commit on the calling thread until ``until`` is done, then hand the rest over."""
         self._drain(until)
 
@@ -144,13 +180,16 @@ class GroupCommitter:
         while self._doorbell.get():
             self._drain(None)
 
-    def _drain(self, until: Completion | None) -> None:
+    def _drain(self, until: Waiter | None) -> None:
         while True:
             with self._lock:
                 group = self._take_group()
                 if not group:
                     self._become_idle()
                     return
+                waiters = self._take_room_waiters()
+            if waiters:
+                _wake_room_waiters(waiters)
             self._commit(group)
             if until is not None and until.done():
                 with self._lock:
@@ -167,8 +206,15 @@ class GroupCommitter:
         while pending and (not group or size < self._max_group_bytes):
             request = pending.popleft()
             group.append(request)
-            size += len(request.data)
+            size += request.size
+        self._queued_bytes -= size
         return group
+
+    def _take_room_waiters(self) -> list[asyncio.Future[None]]:
+        if not self._room_waiters or self._queued_bytes >= self._max_queued_bytes:
+            return []
+        waiters, self._room_waiters = self._room_waiters, []
+        return waiters
 
     def _become_idle(self) -> None:
         self._busy = False
@@ -185,11 +231,37 @@ class GroupCommitter:
                 log.exception("bug in the write-ahead log appender")
                 self.failure = InternalError(f"write-ahead log appender crashed: {exc!r}")
                 self.failure.__cause__ = exc
-        if self.failure is not None:
-            for request in group:
-                request.future.set_exception(self.failure)
-            return
-        self.groups += 1
-        self.requests += len(group)
-        for request in group:
-            request.future.set_result(request.last)
+        if self.failure is None:
+            self.groups += 1
+            self.requests += len(group)
+        _complete(group, self.failure)
+
+
+def _complete(group: list[Request], failure: NyalaError | None) -> None:
+    """Complete thread-side futures here, in order; post asyncio ones to their loops in bulk."""
+    per_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int]]] | None = None
+    for request in group:
+        loop = request.loop
+        if loop is None:
+            if failure is None:
+                request.future.set_result(request.last)
+            else:
+                request.future.set_exception(failure)
+            continue
+        if per_loop is None:
+            per_loop = {}
+        results = per_loop.get(loop)
+        if results is None:
+            results = per_loop[loop] = []
+        results.append((cast("asyncio.Future[int]", request.future), request.last))
+    if per_loop is not None:
+        for loop, results in per_loop.items():
+            post(loop, results, failure)
+
+
+def _wake_room_waiters(waiters: list[asyncio.Future[None]]) -> None:
+    per_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[None], None]]] = {}
+    for waiter in waiters:
+        per_loop.setdefault(waiter.get_loop(), []).append((waiter, None))
+    for loop, results in per_loop.items():
+        post(loop, results, None)

@@ -36,12 +36,14 @@ __all__ = [
     "KIND_ENTRY",
     "KIND_TRUNCATE",
     "RECORD_HEADER_SIZE",
+    "EncodedAppend",
     "Footer",
     "Record",
     "SegmentHeader",
     "batch_header",
     "decode_segment_header",
     "effective_records",
+    "encode_append",
     "encode_entries",
     "encode_footer",
     "encode_segment_header",
@@ -187,11 +189,31 @@ def effective_records(payload: bytes | memoryview, where: str) -> list[Record]:
     return kept
 
 
-def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, int]]]:
-    """Encode the records of one append; also return its term runs as (first index, term) pairs.
+class EncodedAppend(NamedTuple):
+    """The records of one append as buffers to write back to back (payloads are not copied).
 
-    Raises InvalidArgument for an empty list, a non-entry, non-consecutive indexes, a term
-    that goes down, a negative or oversized field, or a payload that is not ``bytes``.
+    ``size`` is their total length; ``runs`` are the append's term runs as (first index, term).
+    """
+
+    parts: list[bytes]
+    size: int
+    runs: list[tuple[int, int]]
+
+
+def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, int]]]:
+    """:func:`encode_append` joined into one bytes object (for tests and tools)."""
+    parts, _, runs = encode_append(entries)
+    return b"".join(parts), runs
+
+
+def encode_append(entries: Sequence[LogEntry]) -> EncodedAppend:
+    """Encode the record headers of one append; the payloads are referenced, not copied.
+
+    Copying is left to whoever writes the group (the appender thread), so an asyncio caller
+    pays only a 24-byte pack per entry, however large the payloads.  Raises InvalidArgument
+    for an empty list, a non-entry, non-consecutive indexes, a term that goes down, a
+    negative or oversized field, or a payload that is not ``bytes`` (immutable, so a
+    reference is safe to keep).
     """
     if len(entries) == 1:  # the common case on the hot path, checked without the loop
         entry = entries[0]
@@ -202,12 +224,13 @@ def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, 
             and entry.index >= 1
             and type(entry.term) is int
         ):
+            payload = entry.payload
             try:
-                header = _RECORD.pack(KIND_ENTRY, entry.type, len(entry.payload), entry.term, entry.index)
+                header = _RECORD.pack(KIND_ENTRY, entry.type, len(payload), entry.term, entry.index)
             except struct.error:
                 pass  # the general path below names the bad field
             else:
-                return header + entry.payload, [(entry.index, entry.term)]
+                return EncodedAppend([header, payload], RECORD_HEADER_SIZE + len(payload), [(entry.index, entry.term)])
     if not entries:
         raise InvalidArgument("an append needs at least one entry")
     parts: list[bytes] = []
@@ -215,6 +238,7 @@ def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, 
     pack = _RECORD.pack
     expected = _first_index(entries[0])
     last_term = -1
+    size = 0
     for entry in entries:
         if type(entry) is not LogEntry:
             raise InvalidArgument(f"expected a LogEntry, got {type(entry).__name__}")
@@ -233,8 +257,9 @@ def encode_entries(entries: Sequence[LogEntry]) -> tuple[bytes, list[tuple[int, 
         except struct.error as exc:
             raise InvalidArgument(f"entry {entry.index}: {_field_problem(entry)}") from exc
         parts.append(payload)
+        size += RECORD_HEADER_SIZE + len(payload)
         expected += 1
-    return b"".join(parts), runs
+    return EncodedAppend(parts, size, runs)
 
 
 def _first_index(entry: LogEntry) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import os
@@ -19,7 +20,7 @@ from nyala.wal.format import (
     MAX_TABLET_ID_BYTES,
     batch_header,
     effective_records,
-    encode_entries,
+    encode_append,
     encode_truncate_marker,
 )
 from nyala.wal.index import LogIndex
@@ -36,9 +37,10 @@ _SPANS_PER_FETCH = 64
 class Log:
     """A tablet's write-ahead log in one directory; see :mod:`nyala.wal` for how it works.
 
-    Thread-safe.  Appends return a ``concurrent.futures.Future`` that completes (with the last
-    index appended) once the entries are durable; asyncio code awaits
-    ``asyncio.wrap_future(log.append(...))``.
+    Thread-safe.  :meth:`append` returns a ``concurrent.futures.Future`` that completes (with
+    the last index appended) once the entries are durable; asyncio code calls
+    :meth:`append_async`, whose ``asyncio.Future`` is resolved inside its event loop together
+    with the rest of its group (one loop wake-up per group, not per append).
     """
 
     def __init__(self, directory: str, tablet_id: str, options: WalOptions, anchors: LogAnchorRegistry) -> None:
@@ -67,7 +69,9 @@ class Log:
         self._last_term = self._index.last_term
         # A group never exceeds half a segment, so segments stay near their nominal size.
         group_bytes = min(options.group_commit_max_bytes, options.segment_size_bytes // 2)
-        self._committer = GroupCommitter(f"wal-append-{tablet_id}", self._write_group, group_bytes)
+        self._committer = GroupCommitter(
+            f"wal-append-{tablet_id}", self._write_group, group_bytes, options.append_queue_max_bytes
+        )
 
     @classmethod
     def open(
@@ -98,7 +102,22 @@ class Log:
         """
         future: Future[int] = Future()
         future.set_running_or_notify_cancel()  # a reserved append cannot be cancelled any more
-        self._reserve_append(entries, future, may_lead=False)
+        self._reserve_append(entries, future, None, may_lead=False)
+        return future
+
+    def append_async(self, entries: Sequence[LogEntry]) -> asyncio.Future[int]:
+        """:meth:`append` for code running in an asyncio event loop (call it from that loop).
+
+        The entries are reserved at once, in call order, and the returned future resolves with
+        the last index once they are durable.  The appender resolves all of a group's futures
+        of one loop with a single ``call_soon_threadsafe``, in reservation order.  Cancelling
+        the future (or the task awaiting it) does not withdraw the append: it is written and
+        synced all the same, and ``next_index`` already counts it.  Raises like :meth:`append`,
+        and IllegalState outside a running event loop.
+        """
+        loop = _running_loop("append_async")
+        future: asyncio.Future[int] = loop.create_future()
+        self._reserve_append(entries, future, loop, may_lead=False)
         return future
 
     def append_sync(self, entries: Sequence[LogEntry], timeout: float | None = None) -> int:
@@ -109,15 +128,39 @@ class Log:
         after ``timeout`` seconds (the append stays queued).
         """
         waiter = Waiter()
-        if self._reserve_append(entries, waiter, may_lead=True):
+        if self._reserve_append(entries, waiter, None, may_lead=True):
             self._committer.lead(waiter)
         return waiter.result(timeout)
 
-    def _reserve_append(self, entries: Sequence[LogEntry], future: Future[int] | Waiter, may_lead: bool) -> bool:
-        data, runs = encode_entries(entries)
-        if len(data) > self.options.max_append_bytes:
+    async def wait_for_room(self) -> None:
+        """Return once fewer than ``append_queue_max_bytes`` wait in the append queue.
+
+        Backpressure for producers that do not await each append before the next: await this
+        before producing more.  Appends themselves never wait for room (that would let a later
+        caller overtake a reserved one), so the bound is soft: it is exceeded by at most what
+        was appended without awaiting this.  Returns at once on a closed or failed log (the
+        next append raises).  Call it from the event loop the appends come from.
+        """
+        waiter = self._committer.room(_running_loop("wait_for_room"))
+        if waiter is not None:
+            await waiter
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes appended but not yet taken by the appender into a group."""
+        return self._committer.queued_bytes
+
+    def _reserve_append(
+        self,
+        entries: Sequence[LogEntry],
+        future: Future[int] | Waiter | asyncio.Future[int],
+        loop: asyncio.AbstractEventLoop | None,
+        may_lead: bool,
+    ) -> bool:
+        parts, size, runs = encode_append(entries)
+        if size > self.options.max_append_bytes:
             limit = self.options.max_append_bytes
-            raise InvalidArgument(f"append of {len(data)} bytes exceeds max_append_bytes={limit}")
+            raise InvalidArgument(f"append of {size} bytes exceeds max_append_bytes={limit}")
         first, last = entries[0].index, entries[-1].index
         with self._reserve_lock:
             if self._closed or self._committer.failure is not None:
@@ -130,7 +173,7 @@ class Log:
                 )
             self._next_index = last + 1
             self._last_term = runs[-1][1]
-            return self._committer.submit(Request(data, future, first, last, runs), may_lead)
+            return self._committer.submit(Request(parts, size, future, loop, first, last, runs), may_lead)
 
     def truncate_after(self, index: int) -> Future[int]:
         """Remove entries above ``index``, durably and in order with appends; the next append starts at index+1.
@@ -141,17 +184,30 @@ class Log:
         """
         future: Future[int] = Future()
         future.set_running_or_notify_cancel()
-        self._reserve_truncation(index, future, may_lead=False)
+        self._reserve_truncation(index, future, None, may_lead=False)
+        return future
+
+    def truncate_after_async(self, index: int) -> asyncio.Future[int]:
+        """:meth:`truncate_after` for asyncio code, resolved like :meth:`append_async`."""
+        loop = _running_loop("truncate_after_async")
+        future: asyncio.Future[int] = loop.create_future()
+        self._reserve_truncation(index, future, loop, may_lead=False)
         return future
 
     def truncate_after_sync(self, index: int, timeout: float | None = None) -> int:
         """:meth:`truncate_after` and wait until durable."""
         waiter = Waiter()
-        if self._reserve_truncation(index, waiter, may_lead=True):
+        if self._reserve_truncation(index, waiter, None, may_lead=True):
             self._committer.lead(waiter)
         return waiter.result(timeout)
 
-    def _reserve_truncation(self, index: int, future: Future[int] | Waiter, may_lead: bool) -> bool:
+    def _reserve_truncation(
+        self,
+        index: int,
+        future: Future[int] | Waiter | asyncio.Future[int],
+        loop: asyncio.AbstractEventLoop | None,
+        may_lead: bool,
+    ) -> bool:
         if type(index) is not int or index < 0:
             raise InvalidArgument(f"truncation index must be an integer >= 0, got {index!r}")
         with self._reserve_lock:
@@ -164,8 +220,9 @@ class Log:
                 )
             self._next_index = index + 1
             self._last_term = None  # unknown until the next append; the consensus layer owns terms
-            marker = Request(encode_truncate_marker(index), future, index, index, None)
-            return self._committer.submit(marker, may_lead)
+            marker = encode_truncate_marker(index)
+            request = Request([marker], len(marker), future, loop, index, index, None)
+            return self._committer.submit(request, may_lead)
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -178,7 +235,8 @@ class Log:
 
     def _write_group(self, group: list[Request]) -> None:
         """Write a group as one batch and sync it (called by the single active committer)."""
-        payload = group[0].data if len(group) == 1 else b"".join([r.data for r in group])
+        # The one copy of the payloads, made here rather than on the callers' (event loop) thread.
+        payload = b"".join([part for request in group for part in request.parts])
         header = batch_header(payload)
         segment = self._active
         needed = len(header) + len(payload) + FOOTER_SIZE
@@ -370,6 +428,13 @@ class Log:
     def group_stats(self) -> tuple[int, int]:
         """(groups committed, requests committed) since open; their ratio is the average group size."""
         return self._committer.groups, self._committer.requests
+
+
+def _running_loop(method: str) -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise IllegalState(f"Log.{method} must be called from a running asyncio event loop") from None
 
 
 def _check_tablet_id(tablet_id: str) -> None:

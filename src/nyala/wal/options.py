@@ -40,6 +40,13 @@ class WalOptions:
         "(after Kudu's group_commit_queue_size_bytes).",
         "advanced",
     )
+    append_queue_max_bytes: int = setting(
+        16 * MiB,
+        "Bytes waiting in the append queue at which Log.wait_for_room makes asyncio producers wait until the "
+        "appender has taken a group; appends themselves are never refused or delayed, so the bound is soft "
+        "(after Kudu's group_commit_queue_size_bytes).",
+        "advanced",
+    )
     max_append_bytes: int = setting(
         64 * MiB,
         "Largest encoded size of the entries of one append call; a bigger call is refused.",
@@ -62,6 +69,8 @@ class WalOptions:
             raise InvalidArgument(f"segment_size_bytes must be at least 4096, got {self.segment_size_bytes}")
         if self.group_commit_max_bytes < 1:
             raise InvalidArgument(f"group_commit_max_bytes must be positive, got {self.group_commit_max_bytes}")
+        if self.append_queue_max_bytes < 1:
+            raise InvalidArgument(f"append_queue_max_bytes must be positive, got {self.append_queue_max_bytes}")
         if not 1 <= self.max_append_bytes < 2**32 - 64:
             raise InvalidArgument(f"max_append_bytes must be in [1, 2**32 - 64), got {self.max_append_bytes}")
         if self.min_segments_to_retain < 1:
