@@ -1,11 +1,13 @@
 """Crash consistency of the WAL: kill -9 a real writer process at random moments, then reopen.
 
-A subprocess (wal_crash_writer.py) appends from four threads and prints every acknowledged
-range.  Each round kills it with SIGKILL at a seeded moment (while opening, or after a seeded
-number of acknowledgements), sometimes adds a torn batch at the end of the last segment as a
-power cut mid-write would, reopens the log here and checks that every acknowledged entry is
-present, in order, byte for byte, and that the torn bytes were truncated with a warning.  The
-rounds share one directory, so every round also recovers what the previous ones left.
+A subprocess (wal_crash_writer.py) appends from four writers and prints every acknowledged
+range; even rounds use threads (``append`` and ``append_sync``), odd rounds asyncio tasks on
+one event loop (``append_async``).  Each round kills it with SIGKILL at a seeded moment (while
+opening, or after a seeded number of acknowledgements), sometimes adds a torn batch at the end
+of the last segment as a power cut mid-write would, reopens the log here and checks that every
+acknowledged entry is present, in order, byte for byte, and that the torn bytes were truncated
+with a warning.  The rounds share one directory, so every round also recovers what the
+previous ones left.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ LINE_TIMEOUT_S = 30.0
 class Writer:
     """The helper process and a thread collecting its stdout lines."""
 
-    def __init__(self, directory: Path, seed: int) -> None:
+    def __init__(self, directory: Path, seed: int, mode: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(HELPER), str(directory), str(seed), "4"],
+            [sys.executable, str(HELPER), str(directory), str(seed), "4", mode],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -85,7 +87,7 @@ class Writer:
 
 def run_round(directory: Path, rng: random.Random, round_number: int) -> list[tuple[int, int]]:
     """Start a writer, kill it at a seeded moment; return the acknowledged (first, last) ranges."""
-    writer = Writer(directory, SEED + round_number)
+    writer = Writer(directory, SEED + round_number, "threads" if round_number % 2 == 0 else "asyncio")
     seen: list[str] = []
     try:
         moment = rng.choice(["during open", "after open", "acks", "acks", "acks"])
