@@ -375,9 +375,10 @@ class RaftReplica:
         if ready.entries:
             first = ready.entries[0].index
             if first < self._wal.next_index:  # the new entries replace persisted or queued ones
-                waits.append(asyncio.wrap_future(self._wal.truncate_after(first - 1)))
+                waits.append(self._wal.truncate_after_async(first - 1))
             batch = [WalEntry(e.term, e.index, int(e.type), e.payload) for e in ready.entries]
-            waits.append(asyncio.wrap_future(self._wal.append(batch)))
+            # Resolved in bulk per group commit: one loop wake-up per fsync, not one per append.
+            waits.append(self._wal.append_async(batch))
         hard = ready.hard_state
         old = self._cmeta
         term_or_vote = hard is not None and (hard.term, hard.vote) != (old.hard_state.term, old.hard_state.vote)
