@@ -249,13 +249,14 @@ class Log:
         except OSError as exc:
             raise IOFailure(f"{segment.path}: write or sync failed: {exc.strerror}") from exc
         index, seqno = self._index, segment.seqno
+        updates = _index_updates(group)
         with self._state_lock:
-            for request in group:
-                if request.runs is None:
-                    index.truncate_after(request.first)
+            for first, last, runs in updates:
+                if runs is None:
+                    index.truncate_after(first)
                 else:
-                    index.add(seqno, offset, request.first, request.last, request.runs)
-                    segment.note_entries(request.first, request.last)
+                    index.add(seqno, offset, first, last, runs)
+                    segment.note_entries(first, last)
 
     def _roll_over(self) -> ActiveSegment:
         old = self._active
@@ -428,6 +429,28 @@ class Log:
     def group_stats(self) -> tuple[int, int]:
         """(groups committed, requests committed) since open; their ratio is the average group size."""
         return self._committer.groups, self._committer.requests
+
+
+def _index_updates(group: list[Request]) -> list[tuple[int, int, list[tuple[int, int]] | None]]:
+    """The group's changes to the index: (first, last, term runs), or (n, n, None) to truncate after n.
+
+    Consecutive appends are merged into one change, which keeps the work done under the state
+    lock (and under the GIL, while the event loop waits) to one call per run of appends.
+    """
+    updates: list[tuple[int, int, list[tuple[int, int]] | None]] = []
+    merged: list[tuple[int, int]] | None = None
+    for request in group:
+        runs = request.runs
+        if runs is None:
+            updates.append((request.first, request.first, None))
+            merged = None
+        elif merged is None:
+            merged = list(runs)
+            updates.append((request.first, request.last, merged))
+        else:
+            merged.extend(runs)  # LogIndex.add skips a run that repeats the previous term
+            updates[-1] = (updates[-1][0], request.last, merged)
+    return updates
 
 
 def _running_loop(method: str) -> asyncio.AbstractEventLoop:

@@ -57,6 +57,28 @@ def test_truncate_and_appends_in_one_group(small_log: Log, log_dir: Path) -> Non
     assert kinds.count("truncate") == 2
 
 
+def test_many_appends_and_markers_in_one_group_keep_their_terms(small_log: Log, log_dir: Path) -> None:
+    """The index merges consecutive appends of a group; terms and ranges must come out the same."""
+    with stalled_appender(small_log) as holding:
+        small_log.append(make_entries(1, 1, term=1))
+        assert holding.wait(30)  # 1 is held; everything after it forms one group
+        small_log.append(make_entries(2, 2, term=1))
+        small_log.append([*make_entries(4, 1, term=1), *make_entries(5, 2, term=2)])
+        small_log.append(make_entries(7, 1, term=2))
+        small_log.truncate_after(5)
+        small_log.append(make_entries(6, 1, term=3))
+        small_log.append(make_entries(7, 2, term=4))
+        last = small_log.append(make_entries(9, 1, term=4))
+    assert last.result(timeout=10) == 9
+    expected = [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2), (6, 3), (7, 4), (8, 4), (9, 4)]
+    assert terms(small_log) == expected
+    assert [small_log.term_at(i) for i in range(1, 10)] == [t for _, t in expected]
+    assert small_log.group_stats == (2, 8)
+    small_log.close()
+    with Log.open(log_dir, "tablet-1", SMALL) as log:
+        assert terms(log) == expected
+
+
 def test_truncate_into_an_older_segment(log_dir: Path) -> None:
     with Log.open(log_dir, "tablet-1", SMALL) as log:
         fill(log, 1, 600, term=1)
