@@ -69,9 +69,16 @@ def cpu_of(pids: Sequence[int]) -> float:
     return sum(process_cpu_seconds(p) for p in pids)
 
 
+_LOAD_AT_IMPORT = os.getloadavg()
+
+
 def load_average() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+    """The 1/5/15-minute load averages when the benchmark started and now (the run adds its own)."""
+    start, now = _LOAD_AT_IMPORT, os.getloadavg()
+    return (
+        f"load average {start[0]:.2f} {start[1]:.2f} {start[2]:.2f} at the start, "
+        f"{now[0]:.2f} {now[1]:.2f} {now[2]:.2f} at the end, {os.cpu_count()} cores"
+    )
 
 
 # --- closed-loop load -------------------------------------------------------------------

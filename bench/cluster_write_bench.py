@@ -183,7 +183,7 @@ def report(nyala: NyalaResults, etcd: LoadResult | None, etcd_name: str, args: a
     leaders = ", ".join(f"{a}: {n}" for a, n in nyala.leaders.items())
     print_table(
         f"Cluster writes: 3 tablet servers, RF 3, fsync on, {args.buckets} tablets; 100-byte rows; "
-        f"{args.seconds:.0f} s per figure; {load_average()} at the end",
+        f"{args.seconds:.0f} s per figure; {load_average()}",
         etcd_name,
         figures,
         [

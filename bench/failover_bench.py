@@ -213,7 +213,7 @@ def report(trials: list[Trial], args: argparse.Namespace) -> None:
     ]
     print_table(
         f"Failover: kill -9 of the tablet leader under writes from {args.writers} writers; RF 3; 500 ms Raft "
-        f"heartbeat (1.5 s election timeout); {load_average()} at the end",
+        f"heartbeat (1.5 s election timeout); {load_average()}",
         "etcd 3.4.23",
         figures,
         [
