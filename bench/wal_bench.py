@@ -1,11 +1,20 @@
 """WAL throughput: group commit against a raw os.write + os.fdatasync loop, in the same run.
 
-For 1, 8 and 64 writer threads and 256-byte and 4 KiB entries, each writer appends one entry
-and waits until it is durable, back to back (fsync on, default settings, 8 MiB segments).
-Writers take their index under a shared lock, call ``Log.append`` and wait on the future
-outside the lock, as the consensus runtime does (it awaits ``asyncio.wrap_future``).  The
-"1s" rows are one writer calling ``Log.append_sync``, which commits on the caller's own thread
-when the log is idle instead of waking the appender thread.
+For 1, 8 and 64 writers and 256-byte and 4 KiB entries, each writer appends one entry and
+waits until it is durable, back to back (fsync on, default settings, 8 MiB segments).  Writers
+come in three kinds:
+
+- threads ("1", "8", "64"): take their index under a shared lock, call ``Log.append`` and wait
+  on its ``concurrent.futures.Future`` outside the lock; "1s" is one thread calling
+  ``Log.append_sync``, which commits on the caller's own thread when the log is idle;
+- asyncio tasks on one event loop ("1a", "8a", "64a"): ``await log.append_async(...)``, the
+  asyncio-native path whose futures the appender resolves with one loop wake-up per group;
+- "64w": 64 asyncio tasks awaiting ``asyncio.wrap_future(log.append(...))``, the way the
+  consensus runtime appended before ``append_async`` existed (one loop wake-up per append).
+
+The event loop is uvloop, as in the servers (``--loop asyncio`` for the standard one).  For
+asyncio rows "cpu/e" is the event-loop thread's CPU time per entry, all of the writers' own
+work included.
 Beside each WAL figure two references are measured on the same filesystem, in the same run:
 
 - raw 1-writer: one thread looping os.write of one entry's bytes (as the WAL frames it) and
@@ -17,7 +26,7 @@ Beside each WAL figure two references are measured on the same filesystem, in th
 The three are interleaved in short slices so that load from other processes hits them alike.
 Targets: with 64 writers, WAL >= 0.8 x raw equal-group; with 1 writer, WAL >= 0.8 x raw 1-writer.
 
-Usage: ``python bench/wal_bench.py [--seconds 2] [--slices 20] [--dir PATH]``.  ``--seconds``
+Usage: ``python bench/wal_bench.py [--seconds 2] [--slices 20] [--dir PATH] [--loop uvloop]``.  ``--seconds``
 is the time per measurement per cell.  Figures are printed, never asserted.
 """
 
@@ -27,6 +36,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nyala.rpc.loop import loop_factory
 from nyala.wal import Log, LogEntry, WalOptions
 from nyala.wal.format import batch_header, encode_entries
 
@@ -49,6 +60,7 @@ class Tally:
     seconds: float = 0.0
     groups: int = 0
     group_sizes: list[int] = field(default_factory=list)
+    loop_cpu: float = 0.0  # event-loop thread CPU seconds (asyncio writers only)
 
     @property
     def rate(self) -> float:
@@ -119,20 +131,29 @@ class RawWriter:
 
 @dataclass(frozen=True)
 class Mode:
-    """How the WAL is driven: ``writers`` threads, each appending ``per_append`` entries per call."""
+    """How the WAL is driven: ``writers`` writers, each appending ``per_append`` entries per call.
+
+    ``api`` is ``sync`` (append_sync), ``future`` (append + Future.result on threads), ``wrap``
+    (asyncio tasks awaiting asyncio.wrap_future(append)) or ``async`` (tasks awaiting
+    append_async).
+    """
 
     label: str
     writers: int
-    use_future: bool
+    api: str
     per_append: int = 1
-    asyncio_tasks: bool = False
+
+    @property
+    def asyncio_tasks(self) -> bool:
+        return self.api in ("wrap", "async")
 
 
 class WalRun:
     """One log kept open across slices; writers reserve indexes under a shared lock, as Raft does."""
 
-    def __init__(self, directory: str, entry_size: int, mode: Mode) -> None:
+    def __init__(self, directory: str, entry_size: int, mode: Mode, use_uvloop: bool) -> None:
         self.log = Log.open(os.path.join(directory, "wal"), "bench")
+        self.loop_factory = loop_factory() if use_uvloop else asyncio.new_event_loop
         self.mode = mode
         self.payload = os.urandom(entry_size)
         self.lock = threading.Lock()
@@ -143,7 +164,9 @@ class WalRun:
         groups_before, requests_before = self.log.group_stats
         counts: list[int] = []
         if self.mode.asyncio_tasks:
-            elapsed = asyncio.run(self._async_writers(seconds, counts))
+            with asyncio.Runner(loop_factory=self.loop_factory) as runner:
+                elapsed, cpu = runner.run(self._async_writers(seconds, counts))
+            tally.loop_cpu += cpu
         else:
             elapsed = self._thread_writers(seconds, counts)
         tally.seconds += elapsed
@@ -180,7 +203,7 @@ class WalRun:
         log = self.log
         count = self.mode.per_append
         while time.perf_counter() < stop:
-            if self.mode.use_future:
+            if self.mode.api == "future":
                 with self.lock:  # indexes are assigned in reservation order, as a Raft leader does
                     first = self.next_index
                     self.next_index = first + count
@@ -193,21 +216,28 @@ class WalRun:
         finished.append(time.perf_counter())
         counts.append(done)
 
-    async def _async_writers(self, seconds: float, counts: list[int]) -> float:
+    async def _async_writers(self, seconds: float, counts: list[int]) -> tuple[float, float]:
+        """Run the tasks; return (elapsed seconds, event-loop thread CPU seconds)."""
         start = time.perf_counter()
+        cpu_start = time.thread_time()
         stop = start + seconds
+        native = self.mode.api == "async"
 
         async def task() -> None:
             done = 0
+            log = self.log
             while time.perf_counter() < stop:
                 first = self.next_index  # one event loop: reserving is atomic without a lock
                 self.next_index = first + self.mode.per_append
-                await asyncio.wrap_future(self.log.append(self._entries(first)))
+                if native:
+                    await log.append_async(self._entries(first))
+                else:
+                    await asyncio.wrap_future(log.append(self._entries(first)))
                 done += self.mode.per_append
             counts.append(done)
 
         await asyncio.gather(*(task() for _ in range(self.mode.writers)))
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.thread_time() - cpu_start
 
     def close(self) -> None:
         self.log.close()
@@ -262,6 +292,72 @@ def handoff_ceiling(writers: int, seconds: float) -> float:
     return sum(counts) / elapsed
 
 
+def asyncio_ceiling(writers: int, seconds: float, use_uvloop: bool) -> float:
+    """Entries/s when asyncio tasks await futures that one thread completes in bulk, with no I/O.
+
+    Like the WAL's appender, the thread is woken when a request reaches it idle, takes
+    everything queued and resolves it with one ``call_soon_threadsafe``; the tasks build the
+    same one-entry lists as the WAL rows.  So it bounds ``append_async`` with that many tasks
+    on this machine, whatever the disk.
+    """
+    pending: list[asyncio.Future[int]] = []
+    lock = threading.Lock()
+    bell = threading.Semaphore(0)
+    state = {"busy": False, "running": True}
+
+    def resolve(batch: list[asyncio.Future[int]]) -> None:
+        for future in batch:
+            future.set_result(0)
+
+    def completer(loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            bell.acquire()
+            if not state["running"]:
+                return
+            while True:
+                with lock:
+                    batch = pending[:]
+                    pending.clear()
+                    if not batch:
+                        state["busy"] = False
+                        break
+                loop.call_soon_threadsafe(resolve, batch)
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        thread = threading.Thread(target=completer, args=(loop,))
+        thread.start()
+        payload = os.urandom(256)
+        counts: list[int] = []
+        start = time.perf_counter()
+        stop = start + seconds
+
+        async def task() -> None:
+            done = 0
+            while time.perf_counter() < stop:
+                _ = [LogEntry(1, done, 0, payload)]
+                future = loop.create_future()
+                with lock:
+                    pending.append(future)
+                    ring = not state["busy"]
+                    state["busy"] = True
+                if ring:
+                    bell.release()
+                await future
+                done += 1
+            counts.append(done)
+
+        await asyncio.gather(*(task() for _ in range(writers)))
+        elapsed = time.perf_counter() - start
+        state["running"] = False
+        bell.release()
+        await asyncio.to_thread(thread.join)
+        return sum(counts) / elapsed
+
+    with asyncio.Runner(loop_factory=loop_factory() if use_uvloop else asyncio.new_event_loop) as runner:
+        return runner.run(main())
+
+
 @dataclass
 class Cell:
     mode: Mode
@@ -275,10 +371,10 @@ class Cell:
         return self.wal.entries / self.wal.groups if self.wal.groups else 0.0
 
 
-def measure(directory: str, mode: Mode, entry_size: int, seconds: float, slices: int) -> Cell:
+def measure(directory: str, mode: Mode, entry_size: int, seconds: float, slices: int, use_uvloop: bool) -> Cell:
     cell = Cell(mode, entry_size, Tally(), Tally(), Tally())
     chunk = framed_entry(entry_size)
-    run = WalRun(directory, entry_size, mode)
+    run = WalRun(directory, entry_size, mode, use_uvloop)
     raw_group = RawWriter(directory, "raw-group")
     raw_single = RawWriter(directory, "raw-single")
     try:
@@ -307,7 +403,7 @@ def filesystem_of(path: str) -> str:
 def print_table(cells: list[Cell]) -> None:
     header = (
         f"{'writers':>7} {'entry':>6} {'WAL e/s':>9} {'WAL MB/s':>9} {'avg grp':>7} "
-        f"{'raw1 e/s':>9} {'rawG e/s':>9} {'WAL/rawG':>8} {'WAL/raw1':>8}  target"
+        f"{'raw1 e/s':>9} {'rawG e/s':>9} {'WAL/rawG':>8} {'WAL/raw1':>8} {'cpu/e':>6}  target"
     )
     print(header)
     print("-" * len(header))
@@ -315,35 +411,47 @@ def print_table(cells: list[Cell]) -> None:
         vs_group = c.wal.rate / c.raw_group.rate if c.raw_group.rate else 0.0
         vs_single = c.wal.rate / c.raw_single.rate if c.raw_single.rate else 0.0
         target = ""
-        if c.mode.writers == 64 and not c.mode.asyncio_tasks:
+        if c.mode.writers == 64 and c.mode.api in ("future", "async"):
             target = f"WAL/rawG >= 0.8: {'met' if vs_group >= 0.8 else 'NOT met'}"
         elif c.mode.writers == 1 and c.mode.per_append == 1:
             target = f"WAL/raw1 >= 0.8: {'met' if vs_single >= 0.8 else 'NOT met'}"
+        cpu = f"{c.wal.loop_cpu / c.wal.entries * 1e6:>5.1f}u" if c.mode.asyncio_tasks and c.wal.entries else ""
         print(
             f"{c.mode.label:>7} {c.entry_size:>6} {c.wal.rate:>9.0f} {c.wal.rate * c.entry_size / 1e6:>9.2f} "
             f"{c.average_group:>7.1f} {c.raw_single.rate:>9.0f} {c.raw_group.rate:>9.0f} "
-            f"{vs_group:>8.2f} {vs_single:>8.2f}  {target}"
+            f"{vs_group:>8.2f} {vs_single:>8.2f} {cpu:>6}  {target}"
         )
 
 
-def run_cells(scratch: str, seconds: float, slices: int) -> list[Cell]:
+MODES = (
+    Mode("1s", 1, "sync"),
+    Mode("1", 1, "future"),
+    Mode("8", 8, "future"),
+    Mode("64", 64, "future"),
+    Mode("64w", 64, "wrap"),
+    Mode("1a", 1, "async"),
+    Mode("8a", 8, "async"),
+    Mode("64a", 64, "async"),
+)
+
+
+def run_cells(scratch: str, seconds: float, slices: int, use_uvloop: bool, only: set[str] | None) -> list[Cell]:
     cells: list[Cell] = []
     for entry_size in (256, 4096):
-        modes = (
-            Mode("1s", 1, False),
-            Mode("1", 1, True),
-            Mode("8", 8, True),
-            Mode("64", 64, True),
-            Mode("64a", 64, True, asyncio_tasks=True),
-        )
-        for mode in modes:
-            cells.append(measure(scratch, mode, entry_size, seconds, slices))
-            shutil.rmtree(os.path.join(scratch, "wal"))
+        for mode in MODES:
+            if only is None or mode.label in only:
+                cells.append(measure(scratch, mode, entry_size, seconds, slices, use_uvloop))
+                shutil.rmtree(os.path.join(scratch, "wal"))
         # One writer appending as many entries per call as the 64 writers' groups held: the WAL's
-        # own cost per group, without 64 writers' wake-ups per entry.
-        group = max(round(cells[-2].average_group), 1)
-        cells.append(measure(scratch, Mode(f"1x{group}", 1, False, group), entry_size, seconds, slices))
-        shutil.rmtree(os.path.join(scratch, "wal"))
+        # own cost per group, without 64 writers' wake-ups per entry.  "1axG" is the consensus
+        # runtime's pattern: one task on the event loop, one append_async per Raft Ready.
+        for source, label, api in (("64", "1xG", "sync"), ("64a", "1axG", "async")):
+            done = [c for c in cells if c.mode.label == source and c.entry_size == entry_size]
+            if done and (only is None or label in only):
+                group = max(round(done[0].average_group), 1)
+                mode = Mode(label.replace("G", str(group)), 1, api, group)
+                cells.append(measure(scratch, mode, entry_size, seconds, slices, use_uvloop))
+                shutil.rmtree(os.path.join(scratch, "wal"))
     return cells
 
 
@@ -352,16 +460,25 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement per cell")
     parser.add_argument("--slices", type=int, default=20, help="interleaved slices per measurement")
     parser.add_argument("--dir", default=str(REPO / ".bench-tmp"), help="scratch directory (same filesystem)")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="event loop of asyncio rows")
+    parser.add_argument("--only", help="comma-separated row labels to run (1s,1,8,64,64w,1a,8a,64a,1xG,1axG)")
+    parser.add_argument(
+        "--switch-interval", type=float, help="sys.setswitchinterval for the whole run (Python's default: 0.005 s)"
+    )
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     base = Path(args.dir)
     created = not base.exists()
     base.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="wal-bench-", dir=base)
     print(f"WAL group commit vs raw os.write + os.fdatasync; fsync on; {args.seconds} s per measurement")
+    print(f"asyncio rows run on {args.loop}; GIL switch interval {sys.getswitchinterval() * 1e3:g} ms")
     print(f"scratch: {scratch} ({filesystem_of(os.path.realpath(scratch))}); {os.cpu_count()} CPUs")
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     try:
-        cells = run_cells(scratch, args.seconds, args.slices)
+        only = set(args.only.split(",")) if args.only else None
+        cells = run_cells(scratch, args.seconds, args.slices, args.loop == "uvloop", only)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if created:
@@ -376,11 +493,16 @@ def main() -> None:
     print("e/s = entries per second acknowledged durable; MB/s counts entry payload bytes;")
     print("raw1 = one writer, one entry per fdatasync; rawG = one writer, 'avg grp' entries per fdatasync.")
     print("writers 1s = one writer calling append_sync (commits on its own thread when the log is idle);")
-    print("64a = 64 asyncio tasks on one event loop awaiting asyncio.wrap_future(log.append(...)).")
-    print("1xG = one writer calling append_sync with G entries per call; the other rows are threads waiting")
-    print("on append()'s future.")
+    print("1, 8, 64 = threads waiting on append()'s future; 1xG = one thread, append_sync, G entries per call;")
+    print("1a, 8a, 64a = asyncio tasks on one event loop awaiting log.append_async(...); 1axG = one task,")
+    print("append_async with G entries per call (the consensus runtime's pattern: one append per Ready);")
+    print("64w = 64 asyncio tasks awaiting asyncio.wrap_future(log.append(...)) (the old asyncio path);")
+    print("cpu/e = event-loop thread CPU per entry (asyncio rows), the writers' own work included.")
     ceilings = ", ".join(f"{n} writers {handoff_ceiling(n, 1.0):.0f} e/s" for n in (8, 64))
     print(f"thread hand-off ceiling (no I/O, raw locks; bounds any thread-per-writer design): {ceilings}")
+    use_uvloop = args.loop == "uvloop"
+    ceilings = ", ".join(f"{n} tasks {asyncio_ceiling(n, 1.0, use_uvloop):.0f} e/s" for n in (1, 8, 64))
+    print(f"asyncio hand-off ceiling (no I/O, one loop call per group; bounds append_async): {ceilings}")
 
 
 if __name__ == "__main__":
