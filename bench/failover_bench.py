@@ -3,9 +3,8 @@
 One master and three tablet servers with the servers' default timings (100 ms Raft tick,
 500 ms Raft heartbeat, so a follower gives up on its leader after 1.5 s plus a random part);
 one table with a single tablet, RF 3, fsync on.  ``--writers`` tasks of the async client each
-upsert one row per call, back to back, with the client's default retry policy (10 ms backoff
-doubling to 1 s, 10 s per attempt, 30 s per operation), and note when each call is
-acknowledged.
+upsert one row per call, back to back, with the client's default retry policy (printed with
+the results), and note when each call is acknowledged.
 
 Each of ``--trials`` trials: wait until all three replicas are caught up and writes have
 flowed for ``--steady`` seconds; SIGKILL the tablet server that leads the tablet; wait until
@@ -40,7 +39,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._cluster import Figure, cluster_options, connect, load_average, median, print_table, scratch_dir
-from nyala.client import AsyncTable, schema
+from nyala.client import AsyncTable, ClientOptions, schema
 from nyala.proto import common_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.rpc import Messenger
@@ -202,6 +201,7 @@ async def measure(cluster: MiniCluster, args: argparse.Namespace) -> list[Trial]
 
 
 def report(trials: list[Trial], args: argparse.Namespace) -> None:
+    o = ClientOptions()
     gaps = [t.gap_s for t in trials]
     elections = [t.election_s for t in trials if t.election_s is not None]
     figures = [
@@ -222,6 +222,8 @@ def report(trials: list[Trial], args: argparse.Namespace) -> None:
             "Kudu (published): 500 ms heartbeat, leader presumed failed after 3 missed heartbeats (1.5 s); "
             '"a new leader is typically elected within a few seconds" (whitepaper)',
             f"gaps per trial, s: {', '.join(f'{g:.2f}' for g in gaps)}",
+            f"client retries: backoff {o.retry_backoff_initial_ms} ms doubling to {o.retry_backoff_max_ms} ms, "
+            f"{o.rpc_attempt_timeout_ms / 1000:g} s per attempt, {o.operation_timeout_ms / 1000:g} s per operation",
         ],
     )
 
