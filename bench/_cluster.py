@@ -179,7 +179,8 @@ async def tablet_leaders(cluster: MiniCluster, messenger: Messenger) -> dict[str
 
 async def spread_leaders(cluster: MiniCluster, table: AsyncTable, timeout_s: float = 60.0) -> dict[str, int]:
     """Move tablet leaders so that tablet i (in partition order) is led by tablet server
-    i mod n: every server then leads its share.  Returns leaders per server address."""
+    i mod n: every server then leads its share.  Returns leaders per server address (what
+    was reached, with a warning, if the moves did not all succeed in ``timeout_s``)."""
     tablets = [t.tablet_id for t in await table.tablets()]
     servers = cluster.tservers
     wanted = {tablet: servers[i % len(servers)].uuid for i, tablet in enumerate(tablets)}
@@ -193,7 +194,8 @@ async def spread_leaders(cluster: MiniCluster, table: AsyncTable, timeout_s: flo
             if not wrong:
                 break
             if time.monotonic() > deadline:
-                raise TimeoutError(f"could not spread tablet leaders: {len(wrong)} tablets still misplaced")
+                print(f"warning: {len(wrong)} of {len(tablets)} tablet leaders could not be moved in {timeout_s} s")
+                break
             for tablet in wrong:
                 current = leaders.get(tablet)
                 if current is None:
@@ -206,7 +208,8 @@ async def spread_leaders(cluster: MiniCluster, table: AsyncTable, timeout_s: flo
         await messenger.close()
     counts: dict[str, int] = {str(s.address): 0 for s in servers}
     for tablet in tablets:
-        counts[str(address_of[wanted[tablet]])] += 1
+        if tablet in leaders:
+            counts[str(address_of[leaders[tablet]])] += 1
     return counts
 
 
