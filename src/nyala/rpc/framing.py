@@ -223,6 +223,9 @@ class FrameDecoder(Generic[HeaderT]):
 
     def _cut_frames(self, frames: list[Frame[HeaderT]]) -> None:
         buf = self._buf
+        # Slicing the bytearray itself would copy; slices of a view are free, so each frame is
+        # copied exactly once, into its own bytes object.
+        view = memoryview(buf)
         while self._end - self._start >= 8:
             frame_len, header_len = _PREFIX.unpack_from(buf, self._start)
             if frame_len > self._max_frame_bytes:
@@ -234,12 +237,12 @@ class FrameDecoder(Generic[HeaderT]):
             available = self._end - self._start - 8
             if available >= frame_len:
                 begin = self._start + 8
-                frame = bytes(buf[begin : begin + frame_len])
+                frame = bytes(view[begin : begin + frame_len])
                 self._start = begin + frame_len
                 frames.append(self._parse(memoryview(frame), header_len))
             elif frame_len > len(buf) // 2:
                 big = bytearray(frame_len)
-                big[0:available] = buf[self._start + 8 : self._end]
+                big[0:available] = view[self._start + 8 : self._end]
                 self._big, self._big_filled, self._big_header_len = big, available, header_len
                 self._start = self._end = 0
                 return
