@@ -64,15 +64,16 @@ class Ddl:
         return live
 
     def _place(self, view: LeaderView, table_id: str, partitions: Sequence[Partition], rf: int) -> list[NewTablet]:
+        """Servers for each new tablet: locations first (policy), then range-aware within them."""
         now_s = time.monotonic()
-        return [
-            NewTablet(
-                uuid_module.uuid4().hex,
-                p,
-                view.placement.place_new_tablet(table_id, p.range.lower, rf, now_s=now_s).tserver_uuids,
-            )
-            for p in partitions
-        ]
+        tablets = []
+        for p in partitions:
+            tablet_id = uuid_module.uuid4().hex
+            placed = view.placement.place_new_tablet(table_id, p.range.lower, rf, now_s=now_s)
+            if not placed.policy_met:  # best effort (seed 000): placed anyway, and said so
+                log.warning("tablet %s of table %s: %s", tablet_id, table_id, placed.explain())
+            tablets.append(NewTablet(tablet_id, p, placed.tserver_uuids))
+        return tablets
 
     async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
         view = self._manager.leader()

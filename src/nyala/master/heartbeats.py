@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 
 from nyala.catalog import TabletInfo, copy_tablet_entry, tablet_mutation
-from nyala.common.errors import NyalaError
+from nyala.common.errors import NyalaError, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
+from nyala.master.location_mapping import LocationMapper, LocationMappingError
 from nyala.master.replicas import ReplicaReport
 from nyala.master.tablet_tasks import TabletTasks
-from nyala.master.ts_manager import TSManager
+from nyala.master.ts_manager import TSManager, registration_address
 from nyala.proto import common_pb2, consensus_pb2, consensus_rpc_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
@@ -48,16 +49,23 @@ class HeartbeatHandler:
     """The TSHeartbeat RPC handler."""
 
     def __init__(
-        self, instance: common_pb2.NodeInstancePB, ts_manager: TSManager, manager: CatalogManager, tasks: TabletTasks
+        self,
+        instance: common_pb2.NodeInstancePB,
+        ts_manager: TSManager,
+        manager: CatalogManager,
+        tasks: TabletTasks,
+        locations: LocationMapper | None = None,
     ) -> None:
         self._instance = instance
         self._ts = ts_manager
         self._manager = manager
         self._tasks = tasks
+        self._locations = locations
         self._orphans_logged: set[str] = set()
 
     async def handle(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
-        outcome = self._ts.heartbeat(request)
+        location = await self._registration_location(request) if request.HasField("registration") else ""
+        outcome = self._ts.heartbeat(request, location)
         response = mpb.TSHeartbeatResponsePB(
             master_instance=self._instance,
             leader_master=self._manager.leader_ready,
@@ -89,6 +97,26 @@ class HeartbeatHandler:
         if full:
             descriptor.full_report_term = view.term
         return response
+
+    async def _registration_location(self, request: mpb.TSHeartbeatRequestPB) -> str:
+        """The location of a registering tablet server, resolved again now; refuses it on failure.
+
+        The refusal is ServiceUnavailable: the tablet server keeps its registration pending and
+        sends it again with a later heartbeat, which runs the command again.
+        """
+        if self._locations is None:
+            return ""
+        uuid = request.instance.permanent_uuid
+        host = registration_address(uuid, request.registration).host
+        try:
+            location = await self._locations.location_of_tserver(host)
+        except LocationMappingError as exc:
+            log.warning("refused the registration of tablet server %s at %s: %s", uuid, host, exc)
+            raise ServiceUnavailable(f"registration of tablet server {uuid} refused: {exc}") from None
+        known = self._ts.get(uuid)
+        if known is None or known.location != location:
+            log.info("tablet server %s at %s is in location %s", uuid, host, location)
+        return location
 
     async def _process(self, view: LeaderView, uuid: str, report: mpb.TabletReportPB) -> None:
         updates: dict[str, mpb.ReportedTabletPB] = {}

@@ -101,9 +101,11 @@ class LeaderView:
         return live
 
     def ensure_tserver(self, uuid: str, location: str) -> None:
-        """Make a heartbeating server known to placement (so its reported replicas count)."""
-        if uuid not in self.placement.by_uuid:
-            self.placement.register_tserver(uuid, location or DEFAULT_LOCATION, live=True)
+        """Make a heartbeating server known to placement (so its reported replicas count), where it is."""
+        location = location or DEFAULT_LOCATION
+        known = self.placement.by_uuid.get(uuid)
+        if known is None or known.location != location:
+            self.placement.register_tserver(uuid, location, live=True)
 
     def count(self, server_uuid: str, tablet: TabletInfo) -> None:
         """Count a reported replica in placement (once)."""

@@ -7,6 +7,7 @@ import dataclasses
 from nyala.catalog import CatalogOptions
 from nyala.common.config import setting
 from nyala.common.errors import InvalidArgument
+from nyala.master.location_mapping import parse_command
 from nyala.placement import PlacementOptions
 from nyala.server import ServerOptions
 
@@ -41,6 +42,19 @@ class MasterOptions:
         "ServiceUnavailable rather than InvalidArgument (tablet servers may not have heartbeated yet); 0 means "
         "five heartbeat intervals.",
     )
+    location_mapping_cmd: str = setting(
+        "",
+        "Executable (with optional arguments, split like a shell command line) that the master runs with "
+        "one or more hosts or IP addresses appended; it must print one location per host, one per line, "
+        "each like /dc1/rack1.  Tablet servers are placed by location and clients learn theirs; empty turns "
+        "location awareness off.  Every master must use the same command.",
+    )
+    location_mapping_timeout_ms: int = setting(
+        10_000,
+        "Longest time one run of the location mapping command may take; it is killed after that and the "
+        "registration waiting for it is refused (the tablet server retries at its next heartbeat).",
+        "advanced",
+    )
     table_locations_ttl_ms: int = setting(
         300_000, "How long clients may cache the tablet locations the master returns."
     )
@@ -67,12 +81,15 @@ class MasterOptions:
         return (self.tserver_warm_up_ms or 5 * self.heartbeat_interval_ms) / 1000
 
     def __post_init__(self) -> None:
+        if self.location_mapping_cmd:
+            parse_command(self.location_mapping_cmd)  # a malformed command line fails at startup
         if self.tserver_warm_up_ms < 0:
             raise InvalidArgument(f"tserver_warm_up_ms must not be negative, got {self.tserver_warm_up_ms}")
         for name in (
             "heartbeat_interval_ms",
             "tserver_unresponsive_timeout_ms",
             "table_locations_ttl_ms",
+            "location_mapping_timeout_ms",
             "master_failover_catchup_timeout_ms",
             "master_registration_timeout_ms",
             "tserver_rpc_timeout_ms",

@@ -17,6 +17,7 @@ from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
 from nyala.master.heartbeats import HeartbeatHandler
 from nyala.master.leader import LeaderView
+from nyala.master.location_mapping import LocationMapper
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers, own_and_all_addresses
 from nyala.master.service import MasterService
@@ -55,7 +56,14 @@ class Master(ServerBase):
         )
         self.catalog_manager.on_leadership = self._on_leadership
         self.ddl = Ddl(self.catalog_manager, self.ts_manager, self.tablet_tasks)
-        self.heartbeats = HeartbeatHandler(self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks)
+        self.locations = (
+            LocationMapper(options.location_mapping_cmd, options.location_mapping_timeout_ms / 1000)
+            if options.location_mapping_cmd
+            else None
+        )
+        self.heartbeats = HeartbeatHandler(
+            self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks, self.locations
+        )
         MasterService(self).register(self.rpc)
         self._opening: asyncio.Task[None] | None = None
         #: Set when the catalog cannot be opened; ``run`` then exits with it.

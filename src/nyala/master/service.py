@@ -52,6 +52,14 @@ def _wait_budget(ctx: CallContext) -> float | None:
     return max(0.0, remaining - _DEADLINE_MARGIN_S - min(1.0, _DEADLINE_MARGIN_SHARE * remaining))
 
 
+def _peer_host(peer: str) -> str:
+    """The host of a connection's peer, ``"host:port"`` or ``"[v6]:port"``; "" when unknown ("?")."""
+    if peer == "?":
+        return ""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return host.strip("[]")
+
+
 class MasterService:
     """Binds the master's handlers to its RPC server."""
 
@@ -83,9 +91,13 @@ class MasterService:
             instance=self.m.instance, registration=self.m.registration(), role=cm.role, cluster_id=cm.cluster_id
         )
 
-    def connect_to_master(
+    async def connect_to_master(
         self, request: mpb.ConnectToMasterRequestPB, ctx: CallContext
     ) -> mpb.ConnectToMasterResponsePB:
+        # The client's location, by the address it connects from (seed 000); "" when unknown.
+        mapper = self.m.locations
+        host = _peer_host(ctx.peer)
+        client_location = "" if mapper is None or not host else await mapper.location_of_client(host)
         cm = self.m.catalog_manager
         # Kudu: only a ready leader calls itself LEADER, so clients never pick a leader that cannot serve.
         role = (
@@ -96,7 +108,7 @@ class MasterService:
             cluster_id=cm.cluster_id,
             master_addresses=[common_pb2.HostPortPB(host=a.host, port=a.port) for a in self.m.peers.addresses],
             leader_address=cm.leader_address(),
-            client_location="",
+            client_location=client_location,
         )
 
     async def list_masters(self, request: mpb.ListMastersRequestPB, ctx: CallContext) -> mpb.ListMastersResponsePB:

@@ -23,7 +23,17 @@ from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 
-__all__ = ["HeartbeatOutcome", "TSDescriptor", "TSManager"]
+__all__ = ["HeartbeatOutcome", "TSDescriptor", "TSManager", "registration_address"]
+
+
+def registration_address(uuid: str, registration: common_pb2.ServerRegistrationPB) -> common_pb2.HostPortPB:
+    """The first RPC address of a registration (the one locations map); InvalidArgument when bad."""
+    if not registration.rpc_addresses:
+        raise InvalidArgument(f"registration of tablet server {uuid} has no RPC address")
+    first = registration.rpc_addresses[0]
+    if not first.host or not 0 < first.port < 65536:
+        raise InvalidArgument(f"registration of tablet server {uuid} has a bad RPC address {first.host}:{first.port}")
+    return first
 
 
 @dataclasses.dataclass
@@ -69,8 +79,8 @@ class TSManager:
         self.clock = clock
         self._servers: dict[str, TSDescriptor] = {}
 
-    def heartbeat(self, request: mpb.TSHeartbeatRequestPB) -> HeartbeatOutcome:
-        """Record a heartbeat; register the server when it carries a registration."""
+    def heartbeat(self, request: mpb.TSHeartbeatRequestPB, location: str = "") -> HeartbeatOutcome:
+        """Record a heartbeat; register the server (at ``location``) when it carries a registration."""
         uuid = request.instance.permanent_uuid
         if not uuid:
             raise InvalidArgument("heartbeat without a tablet server uuid (instance.permanent_uuid)")
@@ -83,28 +93,25 @@ class TSManager:
             )
         now = self.clock()
         if request.HasField("registration"):
-            return HeartbeatOutcome(self._register(uuid, seqno, request, now), False, True)
+            return HeartbeatOutcome(self._register(uuid, seqno, request, now, location), False, True)
         if known is None or seqno != known.instance_seqno:
             return HeartbeatOutcome(None, True, False)
         known.last_heartbeat_s = now
         known.num_live_tablets = request.num_live_tablets
         return HeartbeatOutcome(known, False, False)
 
-    def _register(self, uuid: str, seqno: int, request: mpb.TSHeartbeatRequestPB, now: float) -> TSDescriptor:
+    def _register(
+        self, uuid: str, seqno: int, request: mpb.TSHeartbeatRequestPB, now: float, location: str
+    ) -> TSDescriptor:
         registration = request.registration
-        if not registration.rpc_addresses:
-            raise InvalidArgument(f"registration of tablet server {uuid} has no RPC address")
-        first = registration.rpc_addresses[0]
-        if not first.host or not 0 < first.port < 65536:
-            raise InvalidArgument(
-                f"registration of tablet server {uuid} has a bad RPC address {first.host}:{first.port}"
-            )
+        first = registration_address(uuid, registration)
         descriptor = TSDescriptor(
             uuid,
             seqno,
             registration,
             HostPort(first.host, first.port),
             now,
+            location=location,
             num_live_tablets=request.num_live_tablets,
         )
         self._servers[uuid] = descriptor

@@ -1,11 +1,20 @@
 """A cluster of real Nyala processes on loopback: masters and tablet servers, each its own process.
 
 Kudu's ExternalMiniCluster, for tests, benchmarks and ``nyala local-cluster``.  Every server
-binds its own 127.x.y.z address so that many clusters (and many locations, later) can run
-on one machine without port clashes: a cluster picks a random 127.<a>.<b>.0/24 block, masters
-use .1 to .9 on port 7051 and tablet servers .10 and up on port 7050.  Servers are
+binds its own 127.x.y.z address so that many clusters can run on one machine without port
+clashes: a cluster picks a random 127.<a>.<b>.0/24 block, masters use .1 to .9 on port 7051
+and tablet servers .10 and up on port 7050.  Servers are
 :class:`~nyala.testing.process.ServerProcess` children; a server is ready once its
 ``server.json`` appears and it answers ``Ping``.
+
+**Locations.**  ``MiniCluster(root, locations={"/dc1/rack1": 2, "/dc1/rack2": 2})`` gives each
+location one address of the block (.10, .11, ... in the order given) shared by its tablet
+servers on ports 7050, 7051, ...; the masters run a generated mapping script
+(``location-mapping.sh`` in the cluster directory, ``--location-mapping-cmd``) that maps each
+address to its location, and ``client_location`` maps 127.0.0.1 -- where clients on this
+machine connect from -- so that they read from that location with CLOSEST_REPLICA.  Any
+other host is refused by the script (exit status 1).  :meth:`MiniCluster.tservers_in` names a
+location's servers (to kill a whole location).
 
 Always use it as a context manager (or call :meth:`stop`): every process it started is
 stopped by PID, even when a test fails.
@@ -15,26 +24,63 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 import shutil
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from nyala.common.errors import NotFound
+from nyala.common.errors import InvalidArgument, NotFound
 from nyala.common.hostport import HostPort
+from nyala.placement import validate_location
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, Messenger
 from nyala.rpc.loop import run
 from nyala.server.fs import ServerStatus
 from nyala.testing.process import ServerProcess, pid_alive, stop_pid
 
-__all__ = ["ClusterServer", "MiniCluster", "MiniClusterOptions"]
+__all__ = ["ClusterServer", "MiniCluster", "MiniClusterOptions", "parse_locations"]
 
 CLUSTER_FILE = "cluster.json"
+MAPPING_SCRIPT = "location-mapping.sh"
 MASTER_PORT = 7051
 TSERVER_PORT = 7050
+#: Where clients on this machine connect from (the kernel's source address on loopback).
+CLIENT_HOST = "127.0.0.1"
+MAX_TSERVERS_PER_LOCATION = 100
+
+LocationsSpec = Mapping[str, int] | Sequence[str] | Sequence[tuple[str, int]] | str
+
+
+def parse_locations(spec: LocationsSpec) -> tuple[tuple[str, int], ...]:
+    """Locations and their tablet-server counts from ``{"/a": 2}``, ``["/a:2"]``, ``[("/a", 2)]`` or ``"/a:2,/b:2"``.
+
+    InvalidArgument names a malformed location, a count that is not a positive integer, or a
+    location given twice.
+    """
+    if isinstance(spec, str):
+        spec = [part for part in spec.split(",") if part.strip()]
+    items: list[tuple[str, int]] = []
+    for item in spec.items() if isinstance(spec, Mapping) else spec:
+        if isinstance(item, str):
+            name, sep, count_text = item.strip().rpartition(":")
+            if not sep or not count_text.strip().isdigit():
+                raise InvalidArgument(f"location {item!r} must be written LOCATION:COUNT, like /dc1/rack1:2")
+            item = (name, int(count_text))
+        name, count = item
+        validate_location(name)
+        if not isinstance(count, int) or not 1 <= count <= MAX_TSERVERS_PER_LOCATION:
+            raise InvalidArgument(
+                f"location {name} needs 1 to {MAX_TSERVERS_PER_LOCATION} tablet servers, not {count!r}"
+            )
+        if any(name == known for known, _ in items):
+            raise InvalidArgument(f"location {name} is given twice")
+        items.append((name, count))
+    if not items:
+        raise InvalidArgument("no locations given")
+    return tuple(items)
 
 
 @dataclass(frozen=True)
@@ -56,6 +102,10 @@ class MiniClusterOptions:
     #: Servers outlive this process (``nyala local-cluster``): not killed at exit, found again
     #: through cluster.json and each server's server.json.
     detached: bool = False
+    #: (location, tablet servers) pairs; when given they replace ``num_tservers`` (see the module doc).
+    locations: tuple[tuple[str, int], ...] = ()
+    #: The location of clients on this machine (127.0.0.1); "" for none.
+    client_location: str = ""
 
 
 @dataclass
@@ -67,6 +117,8 @@ class ClusterServer:
     address: HostPort
     data_dir: Path
     process: ServerProcess
+    #: The tablet server's location ("" without locations, and for masters).
+    location: str = ""
 
     @property
     def uuid(self) -> str:
@@ -79,21 +131,53 @@ class ClusterServer:
 class MiniCluster:
     """Start, stop, kill, pause and restart the servers of a local cluster."""
 
-    def __init__(self, root: Path, options: MiniClusterOptions | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        options: MiniClusterOptions | None = None,
+        *,
+        locations: LocationsSpec | None = None,
+        client_location: str | None = None,
+    ) -> None:
+        """``locations`` and ``client_location``, when given, override the options' fields."""
         self.root = root
-        self.options = options or MiniClusterOptions()
+        options = options or MiniClusterOptions()
+        if locations is not None:
+            parsed = parse_locations(locations)
+            options = replace(options, locations=parsed, num_tservers=sum(n for _, n in parsed))
+        if client_location is not None:
+            options = replace(options, client_location=client_location)
+        if options.client_location:
+            validate_location(options.client_location)
+        if options.locations:
+            parse_locations(options.locations)
+            if len(options.locations) > 240:
+                raise InvalidArgument("a mini cluster has at most 240 locations")
+            options = replace(options, num_tservers=sum(n for _, n in options.locations))
+        self.options = options
         a, b = self.options.ip_block or (random.randrange(1, 255), random.randrange(1, 255))
         self._ip_prefix = f"127.{a}.{b}"
+        #: Extra host -> location entries of the mapping script (see :meth:`map_host`).
+        self.extra_mappings: dict[str, str] = {}
         self.masters = [self._server("master", i) for i in range(self.options.num_masters)]
-        self.tservers = [self._server("tserver", i) for i in range(self.options.num_tservers)]
+        self.tservers: list[ClusterServer] = []
+        for location, count in self.options.locations or [("", self.options.num_tservers)]:
+            for _ in range(count):
+                self.tservers.append(self._server("tserver", len(self.tservers), location))
 
     # -- building --------------------------------------------------------------------------
 
-    def _server(self, kind: str, index: int) -> ClusterServer:
+    def _server(self, kind: str, index: int, location: str = "") -> ClusterServer:
         if kind == "master":
             if index >= 9:
                 raise ValueError("a mini cluster has at most 9 masters")
             address = HostPort(f"{self._ip_prefix}.{1 + index}", MASTER_PORT)
+        elif location:
+            slot = [name for name, _ in self.options.locations].index(location)
+            port = TSERVER_PORT + sum(1 for t in self.tservers if t.location == location)
+            if port - TSERVER_PORT >= MAX_TSERVERS_PER_LOCATION:
+                raise ValueError(f"a mini cluster has at most {MAX_TSERVERS_PER_LOCATION} tablet servers per location")
+            address = HostPort(self.location_host(slot), port)
         else:
             if index >= 240:
                 raise ValueError("a mini cluster has at most 240 tablet servers")
@@ -103,7 +187,60 @@ class MiniCluster:
             f"{kind}-{index}", self._argv(kind, address, data_dir), self.root / "logs" / f"{kind}-{index}.log",
             env=self.options.env, owned=not self.options.detached,
         )  # fmt: skip
-        return ClusterServer(kind, index, address, data_dir, process)
+        return ClusterServer(kind, index, address, data_dir, process, location)
+
+    def location_host(self, slot: int) -> str:
+        """The address shared by the tablet servers of the ``slot``-th location."""
+        return f"{self._ip_prefix}.{10 + slot}"
+
+    # -- locations ---------------------------------------------------------------------------
+
+    @property
+    def locations(self) -> list[str]:
+        """The locations, in the order given (empty without locations)."""
+        return [name for name, _ in self.options.locations]
+
+    def tservers_in(self, location: str) -> list[ClusterServer]:
+        """The tablet servers of ``location`` (NotFound for a location this cluster does not have)."""
+        if location not in self.locations:
+            raise NotFound(f"this cluster has no location {location!r}; it has {self.locations}")
+        return [t for t in self.tservers if t.location == location]
+
+    @property
+    def mapping_script(self) -> Path:
+        return self.root / MAPPING_SCRIPT
+
+    def host_locations(self) -> dict[str, str]:
+        """What the mapping script answers: every location's address, the client host, extras."""
+        mapping = {self.location_host(slot): name for slot, name in enumerate(self.locations)}
+        if self.options.client_location:
+            mapping[CLIENT_HOST] = self.options.client_location
+        mapping.update(self.extra_mappings)
+        return mapping
+
+    def map_host(self, host: str, location: str) -> None:
+        """Make the mapping script answer ``location`` for ``host`` from now on (masters re-run it)."""
+        validate_location(location)
+        self.extra_mappings[host] = location
+        self._write_mapping_script()
+
+    def _write_mapping_script(self) -> None:
+        cases = "".join(f"    {host}) echo {loc} ;;\n" for host, loc in self.host_locations().items())
+        script = (
+            "#!/bin/sh\n"
+            "# Generated by nyala.testing.MiniCluster: the location of each address of this cluster.\n"
+            'for host in "$@"; do\n'
+            '  case "$host" in\n'
+            f"{cases}"
+            '    *) echo "no location for host $host" >&2; exit 1 ;;\n'
+            "  esac\n"
+            "done\n"
+        )
+        path = self.mapping_script
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(script)
+        temporary.chmod(0o755)
+        temporary.replace(path)  # atomic: a master never runs a half-written script
 
     @property
     def master_addresses(self) -> list[HostPort]:
@@ -124,6 +261,8 @@ class MiniCluster:
             "--raft-tick-interval-ms", str(o.raft_tick_interval_ms),
             "--raft-heartbeat-interval-ms", str(o.raft_heartbeat_interval_ms),
         ]  # fmt: skip
+        if kind == "master" and o.locations:
+            argv += ["--location-mapping-cmd", shlex.quote(str(self.mapping_script))]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -132,6 +271,8 @@ class MiniCluster:
         """Start every server and wait until each is ready."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.save()
+        if self.options.locations:
+            self._write_mapping_script()
         try:
             for server in [*self.masters, *self.tservers]:
                 server.process.start()
@@ -177,6 +318,7 @@ class MiniCluster:
             "options": {k: v for k, v in asdict(self.options).items() if k not in {"env"}},
             "masters": [str(m.address) for m in self.masters],
             "tservers": [str(t.address) for t in self.tservers],
+            "locations": {name: [str(t.address) for t in self.tservers_in(name)] for name in self.locations},
         }
         (self.root / CLUSTER_FILE).write_text(json.dumps(description, indent=2) + "\n")
 
@@ -190,6 +332,7 @@ class MiniCluster:
         options = description["options"]
         options["master_flags"] = tuple(options["master_flags"])
         options["tserver_flags"] = tuple(options["tserver_flags"])
+        options["locations"] = tuple((name, count) for name, count in options.get("locations", ()))
         _, a, b = description["ip_prefix"].split(".")
         options["ip_block"] = (int(a), int(b))
         return cls(root, MiniClusterOptions(**options))
@@ -211,9 +354,17 @@ class MiniCluster:
     def resume(self, server: ClusterServer) -> None:
         server.process.resume()
 
-    def add_tserver(self) -> ClusterServer:
-        """Start one more tablet server."""
-        server = self._server("tserver", len(self.tservers))
+    def add_tserver(self, location: str = "") -> ClusterServer:
+        """Start one more tablet server (in ``location``, which a cluster with locations needs)."""
+        if bool(location) != bool(self.options.locations):
+            raise InvalidArgument(
+                f"add_tserver needs one of the locations {self.locations}"
+                if self.options.locations
+                else "this cluster has no locations"
+            )
+        if location:
+            self.tservers_in(location)  # NotFound for an unknown location
+        server = self._server("tserver", len(self.tservers), location)
         self.tservers.append(server)
         server.process.start()
         self.wait_ready(server)

@@ -50,6 +50,19 @@ def master() -> None:
     type=click.IntRange(min=1),
     help="A tablet server silent for this long is dead: no new replicas go to it.",
 )
+@click.option(
+    "--location-mapping-cmd",
+    default="",
+    help="Executable run with tablet-server and client hosts as arguments, printing one location "
+    "(like /dc1/rack1) per host, one per line; empty: no locations.",
+)
+@click.option(
+    "--location-mapping-timeout-ms",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Longest run of the location mapping command before it is killed.",
+)
 @click.option("--default-num-replicas", default=3, show_default=True, type=int)
 @click.option("--max-create-tablets-per-ts", default=60, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -66,6 +79,8 @@ def start(
     raft_tick_interval_ms: int,
     raft_heartbeat_interval_ms: int,
     tserver_unresponsive_timeout_ms: int,
+    location_mapping_cmd: str,
+    location_mapping_timeout_ms: int,
     default_num_replicas: int,
     max_create_tablets_per_ts: int,
     log_level: str,
@@ -87,6 +102,8 @@ def start(
             master_addresses=master_addresses,
             heartbeat_interval_ms=heartbeat_interval_ms,
             tserver_unresponsive_timeout_ms=tserver_unresponsive_timeout_ms,
+            location_mapping_cmd=location_mapping_cmd,
+            location_mapping_timeout_ms=location_mapping_timeout_ms,
         )
     except NyalaError as e:
         raise click.UsageError(str(e)) from e
