@@ -4,11 +4,15 @@ LEADER_ONLY reads from the replica the client believes leads the tablet.  CLOSES
 ranks replicas by
 
 1. a replica on the client's own host (the tablet server's address is one of this host's
-   addresses, or a loopback address),
-2. the length of the common prefix of the tablet server's location and the client's location
-   (the client learns its location from ConnectToMaster; both are empty until locations are
-   configured, so this step is the hook for location-aware reads),
-3. a pseudo-random order that is stable per client (a hash of a per-client salt and the
+   addresses, or a loopback address) -- but, as in Kudu, only when its location is the
+   client's or either location is unknown, so that loopback addresses of a one-machine
+   cluster with locations do not all count as "here";
+2. a replica in the client's own location (the client learns it from ConnectToMaster, the
+   master mapping the client's address with its location mapping command);
+3. the replica whose location shares the longest ``/``-separated prefix with the client's
+   (``/dc1/rack2`` is closer to ``/dc1/rack1`` than ``/dc2/rack1`` is: the hierarchy seed 000
+   foresaw and Kudu never built);
+4. a pseudo-random order that is stable per client (a hash of a per-client salt and the
    server uuid), so one client keeps reading from the same replica while many clients spread
    over all of them.
 
@@ -93,12 +97,19 @@ def order_replicas(
     if selection is ReplicaSelection.LEADER_ONLY:
         return [tablet.leader_uuid] if tablet.leader_uuid else []
 
-    def rank(uuid: str) -> tuple[int, int, int]:
+    def rank(uuid: str) -> tuple[bool, bool, int, int]:
         server = servers.get(uuid)
-        local = server is not None and server.address is not None and is_local(server.address.host, local_hosts)
-        affinity = location_affinity(server.location, client_location) if server is not None else 0
+        location = server.location if server is not None else ""
+        same_location = bool(location) and location == client_location
+        here = (
+            server is not None
+            and server.address is not None
+            and (same_location or not location or not client_location)
+            and is_local(server.address.host, local_hosts)
+        )
+        affinity = location_affinity(location, client_location)
         # A real hash, not a CRC: CRCs of similar strings differ by a fixed pattern, which skews the order.
         spread = int.from_bytes(hashlib.blake2b(f"{salt}:{uuid}".encode(), digest_size=8).digest(), "big")
-        return (0 if local else 1, -affinity, spread)
+        return (not here, not same_location, -affinity, spread)
 
     return sorted(tablet.replica_uuids, key=rank)

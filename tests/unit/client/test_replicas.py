@@ -82,3 +82,38 @@ def test_client_options_are_validated() -> None:
         ClientOptions(operation_timeout_ms=0)
     with pytest.raises(InvalidArgument, match="watermark"):
         ClientOptions(session_flush_watermark_pct=0)
+
+
+LOOPBACK = {
+    "r1": ServerInfo("r1", HostPort("127.5.5.10", 7050), "/dc1/rack1"),
+    "r2": ServerInfo("r2", HostPort("127.5.5.11", 7050), "/dc1/rack2"),
+    "r2x": ServerInfo("r2x", HostPort("127.5.5.12", 7050), "/dc1/rack2/x"),
+    "d2": ServerInfo("d2", HostPort("127.5.5.13", 7050), "/dc2/rack1"),
+}
+
+
+def loopback_order(where: str, uuids: tuple[str, ...], salt: int = 1) -> list[str]:
+    tablet = TabletLocation("t", TABLET.partition, tuple((u, common_pb2.FOLLOWER) for u in uuids), "")
+    return order_replicas(
+        tablet, LOOPBACK, ReplicaSelection.CLOSEST_REPLICA, local_hosts=frozenset(), client_location=where, salt=salt
+    )
+
+
+def test_on_one_machine_with_locations_the_location_decides_not_the_loopback_address() -> None:
+    # Every server is on loopback, so all are "this host"; Kudu's rule (same location or none)
+    # keeps the client's location first anyway.
+    for salt in range(20):
+        assert loopback_order("/dc1/rack2", ("r1", "d2", "r2"), salt)[0] == "r2"
+        assert loopback_order("/dc1/rack1", ("r2", "d2", "r1"), salt)[0] == "r1"
+
+
+def test_the_same_location_beats_a_deeper_one_and_a_longer_prefix_beats_a_shorter() -> None:
+    for salt in range(20):
+        assert loopback_order("/dc1/rack2", ("r2x", "r2"), salt)[0] == "r2"  # exact before /dc1/rack2/x
+        assert loopback_order("/dc1/rack3", ("d2", "r1"), salt) == ["r1", "d2"]  # shares /dc1
+        assert loopback_order("/dc1/rack2", ("d2", "r1", "r2x", "r2"), salt) == ["r2", "r2x", "r1", "d2"]
+
+
+def test_without_a_client_location_loopback_servers_are_all_local_and_spread_by_salt() -> None:
+    firsts = {loopback_order("", ("r1", "r2", "d2"), salt)[0] for salt in range(50)}
+    assert firsts == {"r1", "r2", "d2"}
