@@ -205,6 +205,54 @@ def test_a_follower_refuses_writes_naming_the_leader(cluster: Cluster, main_tabl
     assert caught.value.leader_hint == cluster.servers.uuids[leader]
 
 
+def test_a_retried_write_is_applied_once_even_after_a_leader_change(cluster: Cluster, main_tablet: str) -> None:
+    d = cluster.driver
+    rows = insert_ops([7000, 7001])
+    first_id = tpb.RequestIdPB(client_id="retrying-client", seq_no=1, first_incomplete_seq_no=1)
+    first = d.write(main_tablet, rows, request_id=first_id)
+    assert (row_errors(first), first.op_index > 0) == ([], True)
+    # The same write again (a client that lost the answer): answered, not applied again.
+    assert d.write(main_tablet, rows, request_id=first_id) == first
+    # Another leader, which only applied the entry as a follower, knows the answer too.
+    old, new = follower_of(cluster, main_tablet)
+    d.call(
+        cluster.servers.addresses[old],
+        LEADER_STEP_DOWN,
+        cpb.LeaderStepDownRequestPB(tablet_id=main_tablet, new_leader_uuid=cluster.servers.uuids[new]),
+    )
+    eventually(lambda: d.leader(main_tablet) == new or None, 15, "the new leader")
+    assert d.write(main_tablet, rows, request_id=first_id) == first
+    # The same rows as a NEW write are a second insert of existing keys.
+    second_id = tpb.RequestIdPB(client_id="retrying-client", seq_no=2, first_incomplete_seq_no=1)
+    assert row_errors(d.write(main_tablet, rows, request_id=second_id)) == [
+        (0, rpc_pb2.ALREADY_PRESENT),
+        (1, rpc_pb2.ALREADY_PRESENT),
+    ]
+    # Once the client says write 1 completed, the tablet forgets its answer and refuses a retry.
+    third_id = tpb.RequestIdPB(client_id="retrying-client", seq_no=3, first_incomplete_seq_no=3)
+    d.write(main_tablet, insert_ops([7002]), request_id=third_id)
+    with pytest.raises(errors.Aborted, match="no longer kept"):
+        d.write(main_tablet, rows, request_id=first_id)
+    assert d.ids(d.leader(main_tablet), main_tablet, **id_range(7000, 7100)) == [7000, 7001, 7002]
+
+
+@pytest.mark.parametrize(
+    ("request_id", "message"),
+    [
+        (tpb.RequestIdPB(client_id="", seq_no=1), "client_id must be 1 to 64 bytes"),
+        (tpb.RequestIdPB(client_id="c" * 65, seq_no=1), "client_id must be 1 to 64 bytes"),
+        (tpb.RequestIdPB(client_id="c", seq_no=0), "seq_no must be at least 1"),
+        (tpb.RequestIdPB(client_id="c", seq_no=2, first_incomplete_seq_no=3), "first_incomplete_seq_no must be"),
+    ],
+)
+def test_malformed_request_ids_are_refused_by_name(
+    cluster: Cluster, main_tablet: str, request_id: tpb.RequestIdPB, message: str
+) -> None:
+    with pytest.raises(errors.InvalidArgument, match=message):
+        cluster.driver.write(main_tablet, insert_ops([7500]), request_id=request_id)
+    assert cluster.driver.ids(cluster.driver.leader(main_tablet), main_tablet, **id_range(7500, 7501)) == []
+
+
 def bad_batches() -> list[tuple[list[bytes], str]]:
     def batch(**columns: pa.Array) -> bytes:
         return encode_row_operations(pa.record_batch({"__op": pa.array([1], pa.int8()), **columns}))

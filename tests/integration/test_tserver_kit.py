@@ -242,18 +242,21 @@ class Driver:
 
         return eventually(find, within_s, f"a leader of {tablet_id}")
 
-    def write(self, tablet_id: str, ops: bytes, schema_version: int = 0, within_s: float = 30.0) -> tpb.WriteResponsePB:
+    def write(
+        self,
+        tablet_id: str,
+        ops: bytes,
+        schema_version: int = 0,
+        within_s: float = 30.0,
+        request_id: tpb.RequestIdPB | None = None,
+    ) -> tpb.WriteResponsePB:
         """Write through whoever leads, following hints and retrying retriable errors."""
         deadline = time.monotonic() + within_s
         target = self.leader(tablet_id)
+        request = tpb.WriteRequestPB(tablet_id=tablet_id, schema_version=schema_version, request_id=request_id)
         while True:
             try:
-                return self.call(
-                    self.servers.addresses[target],
-                    WRITE,
-                    tpb.WriteRequestPB(tablet_id=tablet_id, schema_version=schema_version),
-                    [ops],
-                )
+                return self.call(self.servers.addresses[target], WRITE, request, [ops])
             except NotTheLeader as e:
                 if time.monotonic() > deadline:
                     raise

@@ -8,6 +8,7 @@ import random
 from nyala.common.hostport import HostPort
 from nyala.rpc import Messenger
 
+from ._requests import RequestTracker
 from .masters import MasterProxy
 from .meta_cache import MetaCache
 from .options import ClientOptions
@@ -29,6 +30,8 @@ class ClientContext:
     local_hosts: frozenset[str] = frozenset()
     #: Highest Raft index of an acknowledged write per tablet (READ_YOUR_WRITES).
     op_indices: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Request ids of writes (exactly-once retries).
+    requests: RequestTracker = dataclasses.field(default_factory=RequestTracker)
 
     def note_write(self, tablet_id: str, op_index: int) -> None:
         if op_index > self.op_indices.get(tablet_id, 0):

@@ -15,10 +15,12 @@ batch goes to its leader as one Write with the row operations in sidecar 0.
   are fetched again.  SERVICE_UNAVAILABLE (a leader still starting its term) waits and retries.
 - A network error or a timed-out attempt marks that server as failed for this batch and
   tries the next replica (a follower answers with the new leader's uuid once one is elected).
-  Such an attempt may have been applied: the batch is sent again anyway (otherwise a leader
-  failover would fail every write in flight), and its row errors are flagged
-  ``after_ambiguous_retry``.  Kudu avoids the ambiguity with exactly-once RPCs (a client id and
-  sequence number the tablet remembers); Nyala's Write has no request id yet.
+  Such an attempt may have been applied, so every attempt of a batch carries the same request
+  id (client id, sequence number; see :mod:`._requests`): a tablet that applied the batch
+  answers the retry with its first answer instead of applying it again (exactly-once, as
+  Kudu's RPCs).  The tablets remember answers in memory, so a retry that outlives the restart
+  of every replica of its tablet may apply again; row errors of a batch that needed such a
+  retry are flagged ``after_ambiguous_retry`` for that reason.
 - INVALID_ARGUMENT may mean the tablet's schema is newer: the table is looked up again and, if
   its schema version grew, the batch is re-encoded against the new schema and sent again;
   otherwise every row of the batch gets the error.
@@ -189,8 +191,16 @@ class _TabletWrite:
         self.ambiguous = False
         self.tablet_id = ""
         self.reencode = False
+        self.seq_no = ctx.requests.new_seq_no()
+        self.attempts = 0
 
     async def run(self, payload: memoryview) -> list[RowError]:
+        try:
+            return await self._run(payload)
+        finally:
+            self.ctx.requests.complete(self.seq_no)
+
+    async def _run(self, payload: memoryview) -> list[RowError]:
         try:
             while True:
                 self.backoff.check(self.deadline)
@@ -232,7 +242,18 @@ class _TabletWrite:
         if address is None:
             self.failed.add(target)
             return None
-        request = tpb.WriteRequestPB(tablet_id=tablet.tablet_id, schema_version=self.table.schema_version)
+        self.attempts += 1
+        requests = self.ctx.requests
+        request = tpb.WriteRequestPB(
+            tablet_id=tablet.tablet_id,
+            schema_version=self.table.schema_version,
+            request_id=tpb.RequestIdPB(
+                client_id=requests.client_id,
+                seq_no=self.seq_no,
+                first_incomplete_seq_no=requests.first_incomplete(),
+                attempt_no=self.attempts,
+            ),
+        )
         timeout = max(1e-3, self.deadline.attempt_timeout(self.ctx.options))
         try:
             response = await self.ctx.messenger.call(address, WRITE, request, timeout=timeout, sidecars=[payload])

@@ -113,13 +113,27 @@ class RowErrorPB(_message.Message):
     message: str
     def __init__(self, row_index: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
+class RequestIdPB(_message.Message):
+    __slots__ = ("client_id", "seq_no", "first_incomplete_seq_no", "attempt_no")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_NO_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INCOMPLETE_SEQ_NO_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NO_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    seq_no: int
+    first_incomplete_seq_no: int
+    attempt_no: int
+    def __init__(self, client_id: _Optional[str] = ..., seq_no: _Optional[int] = ..., first_incomplete_seq_no: _Optional[int] = ..., attempt_no: _Optional[int] = ...) -> None: ...
+
 class WriteRequestPB(_message.Message):
-    __slots__ = ("tablet_id", "schema_version")
+    __slots__ = ("tablet_id", "schema_version", "request_id")
     TABLET_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     tablet_id: str
     schema_version: int
-    def __init__(self, tablet_id: _Optional[str] = ..., schema_version: _Optional[int] = ...) -> None: ...
+    request_id: RequestIdPB
+    def __init__(self, tablet_id: _Optional[str] = ..., schema_version: _Optional[int] = ..., request_id: _Optional[_Union[RequestIdPB, _Mapping]] = ...) -> None: ...
 
 class WriteResponsePB(_message.Message):
     __slots__ = ("per_row_errors", "op_index")

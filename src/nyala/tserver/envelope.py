@@ -3,7 +3,13 @@
 - kind 1, row operations: the body is the row-operation bytes (an Arrow IPC stream, see
   :mod:`nyala.schema.rowops`) exactly as the client sent them, or the subset of rows that
   fall in the tablet's partition when some did not;
-- kind 2, alter schema: the body is ``{"schema": Schema.to_dict(), "version": n}`` as JSON.
+- kind 2, alter schema: the body is ``{"schema": Schema.to_dict(), "version": n}`` as JSON;
+- kind 3, tracked row operations: a write with a request id (exactly-once).  A fixed header
+  (client id length, sequence number, first incomplete sequence number, number of dropped
+  rows), the client id, the positions of the rows the leader dropped as outside the tablet's
+  partition, then the row operations as in kind 1.  Every replica records the write's answer
+  under its request id when it applies the entry, so whichever replica leads next can answer
+  a retry without applying it again.
 
 The kind byte lets one log carry both, applied in log order, so every replica changes its
 schema at the same point between the same writes.
@@ -12,24 +18,51 @@ schema at the same point between the same writes.
 from __future__ import annotations
 
 import json
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nyala.common.errors import Corruption, InvalidArgument
 from nyala.schema import Schema
 
-__all__ = ["AlterPayload", "WritePayload", "decode_payload", "encode_alter", "encode_write"]
+__all__ = [
+    "AlterPayload",
+    "RequestId",
+    "WritePayload",
+    "decode_payload",
+    "encode_alter",
+    "encode_tracked_write",
+    "encode_write",
+]
 
 KIND_WRITE = 1
 KIND_ALTER = 2
+KIND_TRACKED_WRITE = 3
 _WRITE_PREFIX = bytes([KIND_WRITE])
 _ALTER_PREFIX = bytes([KIND_ALTER])
+# client id length, seq_no, first_incomplete_seq_no, number of dropped rows
+_TRACKED_HEADER = struct.Struct("<HqqI")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestId:
+    """Who sent a write and which of its writes it is (see RequestIdPB)."""
+
+    client_id: str
+    seq_no: int
+    first_incomplete_seq_no: int
 
 
 @dataclass(frozen=True, slots=True)
 class WritePayload:
-    """Row operations to apply (still encoded; the store decodes them against its schema)."""
+    """Row operations to apply (still encoded; the store decodes them against its schema).
+
+    For a tracked write, ``request_id`` names it and ``dropped_rows`` are the positions, in
+    the client's batch, of the rows the leader answered itself (outside the partition)."""
 
     row_operations: bytes
+    request_id: RequestId | None = None
+    dropped_rows: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +77,15 @@ def encode_write(row_operations: bytes | memoryview) -> bytes:
     return _WRITE_PREFIX + row_operations
 
 
+def encode_tracked_write(
+    request_id: RequestId, dropped_rows: Sequence[int], row_operations: bytes | memoryview
+) -> bytes:
+    client = request_id.client_id.encode()
+    header = _TRACKED_HEADER.pack(len(client), request_id.seq_no, request_id.first_incomplete_seq_no, len(dropped_rows))
+    dropped = struct.pack(f"<{len(dropped_rows)}i", *dropped_rows)
+    return b"".join((bytes([KIND_TRACKED_WRITE]), header, client, dropped, row_operations))
+
+
 def encode_alter(schema: Schema, version: int) -> bytes:
     body = json.dumps({"schema": schema.to_dict(), "version": version}, separators=(",", ":"), sort_keys=True)
     return _ALTER_PREFIX + body.encode()
@@ -56,6 +98,8 @@ def decode_payload(payload: bytes) -> WritePayload | AlterPayload:
     kind = payload[0]
     if kind == KIND_WRITE:
         return WritePayload(payload[1:])
+    if kind == KIND_TRACKED_WRITE:
+        return _decode_tracked(payload)
     if kind == KIND_ALTER:
         try:
             body = json.loads(payload[1:])
@@ -63,3 +107,16 @@ def decode_payload(payload: bytes) -> WritePayload | AlterPayload:
         except (ValueError, KeyError, TypeError, InvalidArgument) as e:
             raise Corruption(f"tablet log entry holds an unreadable schema change: {e}") from e
     raise Corruption(f"tablet log entry has unknown payload kind {kind}")
+
+
+def _decode_tracked(payload: bytes) -> WritePayload:
+    offset = 1 + _TRACKED_HEADER.size
+    try:
+        client_len, seq_no, first_incomplete, n_dropped = _TRACKED_HEADER.unpack_from(payload, 1)
+        client = payload[offset : offset + client_len].decode()
+        offset += client_len
+        dropped = struct.unpack_from(f"<{n_dropped}i", payload, offset)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise Corruption(f"tablet log entry holds an unreadable write header: {e}") from e
+    offset += 4 * n_dropped
+    return WritePayload(payload[offset:], RequestId(client, seq_no, first_incomplete), tuple(dropped))

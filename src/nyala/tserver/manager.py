@@ -32,6 +32,7 @@ from nyala.consensus.runtime.cmeta import CMETA_FILE
 from nyala.proto import tserver_pb2 as tpb
 from nyala.storage import DuckDBTabletStore, StorageOptions, TabletStoreManager
 from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, MetadataFile, TabletMetadata
+from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
 
@@ -55,8 +56,10 @@ class TabletManager:
         executor: Executor,
         replica_options: ReplicaOptions,
         storage_options: StorageOptions,
+        new_tracker: Callable[[], ResultTracker] = ResultTracker,
     ) -> None:
         self.uuid = uuid
+        self._new_tracker = new_tracker
         self._dir = root / TABLETS_DIR
         self._dir.mkdir(parents=True, exist_ok=True)
         self.stores = TabletStoreManager(str(root / STORES_DIR), storage_options)
@@ -130,7 +133,7 @@ class TabletManager:
                 return None
             meta = meta.with_state(DataState.READY)
             meta.save(directory)
-        tablet = TabletReplica(directory, MetadataFile(directory, meta))
+        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker())
         if meta.data_state is DataState.TOMBSTONED:
             self._delete_data(meta.tablet_id, directory)
             tablet.set_state(tpb.TOMBSTONED)
@@ -151,7 +154,7 @@ class TabletManager:
             store = await asyncio.to_thread(self.stores.open_tablet, tablet.tablet_id)
             applied = store.applied_index()
             await asyncio.to_thread(tablet.metadata.update, lambda m: m.settle_alter(applied))
-            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread)
+            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread, tablet.tracker)
             raft = await RaftReplica.open(
                 tablet.directory,
                 tablet.tablet_id,
@@ -199,12 +202,12 @@ class TabletManager:
     async def _create_new(self, meta: TabletMetadata, config: RaftConfig) -> TabletReplica:
         directory = self._dir / meta.tablet_id
         await asyncio.to_thread(self._prepare_directory, meta, directory)
-        tablet = TabletReplica(directory, MetadataFile(directory, meta))
+        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker())
         self._tablets[meta.tablet_id] = tablet
         raft: RaftReplica | None = None
         try:
             store = await asyncio.to_thread(self.stores.create_tablet, meta.tablet_id, meta.schema)
-            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread)
+            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread, tablet.tracker)
             raft = await RaftReplica.create(
                 directory,
                 meta.tablet_id,

@@ -51,6 +51,17 @@ class TabletServerOptions(ServerOptions):
     maintenance_interval_ms: int = setting(
         10_000, "How often the maintenance task looks for tablets to checkpoint.", "advanced"
     )
+    remember_responses_ttl_ms: int = setting(
+        600_000,
+        "How long a tablet keeps the answer of a write for a client that may retry it (exactly-once "
+        "writes; Kudu's remember_responses_ttl_ms).",
+        "advanced",
+    )
+    remember_clients_ttl_ms: int = setting(
+        3_600_000,
+        "How long a tablet remembers a client that sends no writes (Kudu's remember_clients_ttl_ms).",
+        "advanced",
+    )
     storage: StorageOptions = field(default_factory=StorageOptions)
     wal: WalOptions = field(default_factory=WalOptions)
     row_operations: RowOperationOptions = field(default_factory=RowOperationOptions)
@@ -68,6 +79,8 @@ class TabletServerOptions(ServerOptions):
             "scanner_default_batch_size_bytes",
             "scanner_max_batch_size_bytes",
             "maintenance_interval_ms",
+            "remember_responses_ttl_ms",
+            "remember_clients_ttl_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive, got {getattr(self, name)}")

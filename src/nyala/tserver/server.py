@@ -11,6 +11,7 @@ from nyala.tserver.admin import AdminService
 from nyala.tserver.heartbeat import Heartbeater
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.options import TabletServerOptions
+from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.scanners import ScannerRegistry
 from nyala.tserver.service import TabletService
 
@@ -38,6 +39,7 @@ class TabletServer(ServerBase):
             self.apply_pool,
             options.replica_options(),
             options.storage,
+            lambda: ResultTracker(options.remember_responses_ttl_ms / 1000, options.remember_clients_ttl_ms / 1000),
         )
         self.scanners = ScannerRegistry(options.scanner_ttl_ms)
         self.service = TabletService(self.tablets, self.scanners, options, self._identity)

@@ -21,6 +21,7 @@ from nyala.services import GET_TABLET_SERVER_STATUS, LIST_TABLETS, SCAN, WRITE
 from nyala.storage import ScanSpec
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.options import TabletServerOptions
+from nyala.tserver.result_tracker import request_id_from_pb
 from nyala.tserver.scan_spec import plan_scan
 from nyala.tserver.scanners import ScannerRegistry, ScanSession
 from nyala.tserver.tablet import TabletReplica
@@ -66,11 +67,13 @@ class TabletService:
             raise InvalidArgument(
                 f"a Write carries its row operations in exactly one sidecar, got {len(ctx.request_sidecars)}"
             )
+        request_id = request_id_from_pb(request.request_id) if request.HasField("request_id") else None
         response = await tablet.write(
             ctx.request_sidecars[0],
             request.schema_version,
             self._options.row_operations,
             self._options.max_write_bytes,
+            request_id,
         )
         self.counters.writes_served += 1
         return response

@@ -7,6 +7,10 @@ one per entry, are :class:`~nyala.storage.EntryResult`: per-row errors, or ``err
 whole entry was refused (a batch that no longer decodes against a schema changed before it
 in the log, or a schema change the current schema cannot take).  These outcomes depend only
 on the log, so every replica reaches the same ones.
+
+A tracked write (one with a request id) also leaves its answer in the tablet's
+:class:`~nyala.tserver.result_tracker.ResultTracker`, on every replica, once its transaction
+has committed; what the tracker remembers never changes what is applied.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import LogEntry
 from nyala.schema import Schema
 from nyala.storage import ApplyEntry, EntryResult, TabletStore
-from nyala.tserver.envelope import AlterPayload, decode_payload
+from nyala.tserver.envelope import AlterPayload, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, PendingAlter
+from nyala.tserver.result_tracker import ResultTracker, response_from_result
 
 __all__ = ["TabletStateMachine", "check_schema_change"]
 
@@ -42,10 +47,17 @@ def check_schema_change(old: Schema, new: Schema) -> None:
 class TabletStateMachine:
     """Applies row operations and schema changes of one tablet, durably and in order."""
 
-    def __init__(self, store: TabletStore, metadata: MetadataFile, on_schema_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: TabletStore,
+        metadata: MetadataFile,
+        on_schema_change: Callable[[], None],
+        tracker: ResultTracker | None = None,
+    ) -> None:
         self._store = store
         self._metadata = metadata
         self._on_schema_change = on_schema_change
+        self.tracker = tracker if tracker is not None else ResultTracker()
 
     def applied_index(self) -> int:
         return self._store.applied_index()
@@ -53,6 +65,7 @@ class TabletStateMachine:
     def apply(self, entries: Sequence[LogEntry]) -> list[EntryResult]:
         results: list[EntryResult] = []
         run: list[ApplyEntry] = []
+        tracked: list[tuple[int, WritePayload]] = []
         for entry in entries:
             payload = decode_payload(entry.payload)
             if isinstance(payload, AlterPayload):
@@ -60,9 +73,19 @@ class TabletStateMachine:
                 run = []
                 results.append(self._apply_alter(payload, entry.index))
             else:
+                if payload.request_id is not None:
+                    tracked.append((len(results) + len(run), payload))
                 run.append(ApplyEntry(entry.index, payload.row_operations))
         results.extend(self._apply_writes(run))
+        for position, payload in tracked:
+            self._record(results[position], payload)
         return results
+
+    def _record(self, result: EntryResult, payload: WritePayload) -> None:
+        # A refused entry changed nothing: a retry may apply it, so there is nothing to remember.
+        if result.error is None and payload.request_id is not None:
+            tablet_id = self._metadata.current.tablet_id
+            self.tracker.record(payload.request_id, response_from_result(tablet_id, result, payload.dropped_rows))
 
     def _apply_writes(self, run: list[ApplyEntry]) -> list[EntryResult]:
         return self._store.apply(run) if run else []

@@ -8,7 +8,9 @@ error is kept and reported).  Writes and schema changes go through the leader:
   columns, the client's schema version, the tablet's partition), and the same bytes become
   the Raft entry (re-encoded only when some rows belong to another partition, which are then
   answered with per-row errors and not written);
-- the leader waits for the entry to be applied and answers with its row errors and index.
+- the leader waits for the entry to be applied and answers with its row errors and index;
+- a write with a request id is exactly-once: a retry of a write this tablet has applied gets
+  the recorded answer (see :mod:`nyala.tserver.result_tracker`).
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ from nyala.proto import common_pb2, consensus_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.rpc.status import error_to_status
 from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
 from nyala.storage import DuckDBTabletStore, EntryResult
-from nyala.tserver.envelope import encode_alter, encode_write
+from nyala.tserver.envelope import RequestId, encode_alter, encode_tracked_write, encode_write
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
+from nyala.tserver.result_tracker import ResultTracker, response_from_result
 from nyala.tserver.state_machine import check_schema_change
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
@@ -63,8 +65,14 @@ def config_to_pb(config: RaftConfig) -> consensus_pb2.RaftConfigPB:
 class TabletReplica:
     """A tablet's replica on this server and everything it needs to serve."""
 
-    def __init__(self, directory: Path, metadata: MetadataFile) -> None:
+    def __init__(self, directory: Path, metadata: MetadataFile, tracker: ResultTracker | None = None) -> None:
         self.directory = directory
+        #: Answers of applied writes by request id (exactly-once retries).
+        self.tracker = tracker if tracker is not None else ResultTracker()
+        #: The term in which this replica, as leader, has applied every earlier entry.
+        self._caught_up_term = -1
+        #: Retries answered from the tracker instead of being applied again.
+        self.duplicate_writes = 0
         self.metadata = metadata
         self.tablet_id = metadata.current.tablet_id
         self.store: DuckDBTabletStore | None = None
@@ -130,10 +138,56 @@ class TabletReplica:
     # -- writes -----------------------------------------------------------------------------
 
     async def write(
-        self, row_operations: memoryview, schema_version: int, options: RowOperationOptions, max_bytes: int
+        self,
+        row_operations: memoryview,
+        schema_version: int,
+        options: RowOperationOptions,
+        max_bytes: int,
+        request_id: RequestId | None = None,
     ) -> tpb.WriteResponsePB:
         """Validate, replicate and apply one batch of row operations; the leader only."""
         raft = self.require_leader()
+        if request_id is None:
+            return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
+        answer = await self._recorded_answer(raft, request_id)
+        if answer is not None:
+            self.duplicate_writes += 1
+            return answer
+        future = self.tracker.start(request_id)
+        try:
+            response = await self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
+            future.set_result(response)
+        except BaseException as e:
+            future.set_exception(e)
+            raise
+        finally:
+            self.tracker.finish(request_id, future)
+        return response
+
+    async def _recorded_answer(self, raft: RaftReplica, request_id: RequestId) -> tpb.WriteResponsePB | None:
+        """The answer of an earlier attempt of this write, waiting for one still replicating."""
+        if self._caught_up_term != raft.term:
+            # Apply everything earlier leaders committed first, so their answers are recorded.
+            term = raft.term
+            await raft.wait_applied(await raft.read_index())
+            self._caught_up_term = term
+        answer = self.tracker.lookup(request_id)
+        if answer is not None:
+            return answer
+        original = self.tracker.in_flight(request_id)
+        if original is not None:
+            return await asyncio.shield(original)
+        return None
+
+    async def _write(
+        self,
+        raft: RaftReplica,
+        row_operations: memoryview,
+        schema_version: int,
+        options: RowOperationOptions,
+        max_bytes: int,
+        request_id: RequestId | None,
+    ) -> tpb.WriteResponsePB:
         meta = self.meta
         self._check_schema_version(schema_version, meta)
         if len(row_operations) > max_bytes:
@@ -147,21 +201,17 @@ class TabletReplica:
         assert self._filter is not None
         outside = self._filter.rows_outside(ops.data)
         errors = [self._outside_error(ops.data, row) for row in outside]
-        kept: list[int] | None = None
         payload: bytes | memoryview = row_operations
         if outside:
-            kept, payload = _without_rows(ops.ops, ops.data, set(outside))
-            if not kept:
+            payload = _without_rows(ops.ops, ops.data, set(outside))
+            if len(payload) == 0:
                 return tpb.WriteResponsePB(per_row_errors=errors)
-        result: EntryResult = await self._replicate(raft, encode_write(payload))
+        dropped = tuple(sorted(outside))
+        entry = encode_write(payload) if request_id is None else encode_tracked_write(request_id, dropped, payload)
+        result: EntryResult = await self._replicate(raft, entry)
         if result.error is not None:
             raise result.error
-        for row_error in result.row_errors:
-            code, message, _ = error_to_status(row_error.error)
-            row = kept[row_error.row] if kept is not None else row_error.row
-            errors.append(tpb.RowErrorPB(row_index=row, code=code, message=message))
-        errors.sort(key=lambda e: e.row_index)
-        return tpb.WriteResponsePB(per_row_errors=errors, op_index=result.index)
+        return response_from_result(self.tablet_id, result, dropped, errors)
 
     def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:
         if version < meta.schema_version:
@@ -267,9 +317,10 @@ class TabletReplica:
         return pb
 
 
-def _without_rows(ops: pa.Array, data: pa.Table, drop: set[int]) -> tuple[list[int], bytes]:
-    """The kept rows' positions and the batch re-encoded without the dropped rows."""
-    kept = [i for i in range(len(ops)) if i not in drop]
+def _without_rows(ops: pa.Array, data: pa.Table, drop: set[int]) -> bytes:
+    """The batch re-encoded without the dropped rows; empty when none is left."""
+    if len(drop) == len(ops):
+        return b""
     mask = pa.array([i not in drop for i in range(len(ops))])
     table = data.add_column(0, OP_COLUMN, ops).filter(mask)
-    return kept, encode_row_operations(table)
+    return encode_row_operations(table)

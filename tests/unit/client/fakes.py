@@ -114,6 +114,8 @@ class FakeTServer:
         #: Apply this many Writes and then answer TIMED_OUT (a lost response).
         self.lose_write_responses = 0
         self.min_applied_seen: list[int] = []
+        #: The request id of every Write received, in order.
+        self.request_ids: list[tpb.RequestIdPB] = []
         self.rpc.add_method(WRITE, self.write)
         self.rpc.add_method(SCAN, self.scan)
         self.rpc.add_method(LIST_TABLETS, self.list_tablets)
@@ -132,6 +134,7 @@ class FakeTServer:
 
     def write(self, request: tpb.WriteRequestPB, ctx: CallContext) -> tpb.WriteResponsePB:
         self._count("Write")
+        self.request_ids.append(request.request_id)
         if self.write_failures:
             raise self.write_failures.pop(0)
         tablet = self._tablet(request.tablet_id)

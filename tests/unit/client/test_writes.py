@@ -144,6 +144,20 @@ def test_a_retry_after_a_lost_response_flags_its_errors_ambiguous(cluster: FakeC
     assert table.insert_ignore(rows(3, 6)) == []  # the idempotent op makes retries harmless
 
 
+def test_every_attempt_of_a_write_carries_the_same_request_id(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
+    leader = cluster.tservers[cluster.table("t").tablets[0].leader]
+    leader.lose_write_responses = 1
+    table.insert(rows(0, 3))
+    table.insert(rows(3, 6))
+    ids = [(r.client_id, r.seq_no, r.first_incomplete_seq_no, r.attempt_no) for r in leader.request_ids]
+    client_id = ids[0][0]
+    assert len(client_id) == 32
+    # A retry repeats the id (the tablet can answer it without applying it again); the next
+    # write takes the next number and tells the tablet that everything before it completed.
+    assert ids == [(client_id, 1, 1, 1), (client_id, 1, 1, 2), (client_id, 2, 2, 1)]
+
+
 def test_errors_past_the_deadline_are_row_errors_not_silence(cluster: FakeCluster, client: Client) -> None:
     table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=1)
     leader = cluster.tservers[cluster.table("t").tablets[0].leader]

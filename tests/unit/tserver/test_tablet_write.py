@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -41,10 +42,21 @@ class StandInRaft:
         self.refuse: NyalaError | None = None
         self.payloads: list[bytes] = []
         self.index = 0
+        self.term = 1
+        #: When set, replication waits for it (a write still in flight).
+        self.delay: asyncio.Event | None = None
+
+    async def read_index(self) -> int:
+        return self.index
+
+    async def wait_applied(self, index: int) -> None:
+        assert index <= self.index
 
     async def replicate(self, payload: bytes) -> EntryResult:
         if self.refuse is not None:
             raise self.refuse
+        if self.delay is not None:
+            await self.delay.wait()
         self.index += 1
         self.payloads.append(payload)
         return self.machine.apply([LogEntry(1, self.index, EntryType.WRITE, payload)])[0]
@@ -54,8 +66,8 @@ def make_tablet(tmp_path: Path, stores: TabletStoreManager, meta: TabletMetadata
     meta.save(tmp_path)
     file = MetadataFile(tmp_path, meta)
     store = stores.create_tablet(meta.tablet_id, meta.schema)
-    raft = StandInRaft(TabletStateMachine(store, file, lambda: None))
     tablet = TabletReplica(tmp_path, file)
+    raft = StandInRaft(TabletStateMachine(store, file, lambda: None, tablet.tracker))
     tablet.attach(store, cast(RaftReplica, raft))
     return tablet, raft
 
