@@ -15,8 +15,22 @@ Judging is pure (:func:`judge_tablet`): a tablet is
   leader and a majority remain;
 - HEALTHY otherwise.
 
-A table is as bad as its worst tablet.  Every finding is also a line in ``problems``; an
-empty list means the cluster is healthy.
+A table is as bad as its worst tablet.  Every finding is also a line in ``problems``.
+
+Locations (seed 000; Kudu's ksck only lists them): each tablet server's location, a summary
+per location (servers, live servers, replicas, round trip), and ``warnings`` for
+
+- every tablet whose replicas violate the placement policy (:func:`judge_placement`, using
+  ``nyala.placement.check_placement`` over the registered servers' locations), naming the
+  table, the tablet and the replica count per location;
+- every location whose servers are unreachable or lose pings, or whose round trip is much
+  slower than the other locations' (:func:`judge_locations`).  The round trip of a server is
+  the fastest of ``PINGS`` Ping calls (the least noisy estimate on a busy machine); a
+  location's is the median of its servers'.  "Much slower" means more than ``SLOW_FACTOR``
+  times the median of the other locations and at least ``SLOW_MIN_MS`` more, so loopback
+  jitter is not a warning.
+
+The cluster is healthy (``ok``) when there is neither a problem nor a warning.
 """
 
 from __future__ import annotations
@@ -24,31 +38,46 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nyala.common.errors import NyalaError
 from nyala.common.hostport import parse_address
-from nyala.proto import common_pb2
+from nyala.placement import Verdict, check_placement
+from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.services import CONNECT_TO_MASTER, GET_CONSENSUS_STATE, LIST_TABLETS
+from nyala.services import CONNECT_TO_MASTER, GET_CONSENSUS_STATE, LIST_TABLETS, PING
 
 from .async_client import AsyncClient
 from .info import TabletInfo, TabletServerInfo, role_name
 
 __all__ = [
     "KsckReport",
+    "LocationCheck",
     "MasterCheck",
+    "PingResult",
     "ReplicaCheck",
     "ServerView",
     "TableCheck",
     "TabletCheck",
     "TabletStatus",
+    "judge_locations",
+    "judge_placement",
     "judge_tablet",
     "ksck",
 ]
+
+#: Pings per tablet server; its round trip is the fastest.
+PINGS = 3
+#: A location is slow when its round trip exceeds the others' median this many times ...
+SLOW_FACTOR = 5.0
+#: ... and by at least this much.
+SLOW_MIN_MS = 20.0
+#: How ksck shows a tablet server without a location.
+NO_LOCATION = "<none>"
 
 
 class TabletStatus(enum.IntEnum):
@@ -100,16 +129,41 @@ class TableCheck:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PingResult:
+    """Round trips to one tablet server: the fastest, in milliseconds, and how many pings failed."""
+
+    rtt_ms: float | None
+    failed: int
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocationCheck:
+    """One location: its servers, their replicas and round trip (None when no server answered)."""
+
+    location: str
+    tservers: int
+    live_tservers: int
+    replicas: int
+    rtt_ms: float | None
+    unreachable: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class KsckReport:
     masters: tuple[MasterCheck, ...]
     tservers: tuple[TabletServerInfo, ...]
     tables: tuple[TableCheck, ...]
     tablets: tuple[TabletCheck, ...]
     problems: tuple[str, ...]
+    locations: tuple[LocationCheck, ...] = ()
+    #: Round trip of each tablet server (uuid -> ms; None when unreachable).
+    rtt_ms: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.warnings
 
     def as_dict(self) -> dict[str, Any]:
         def convert(value: Any) -> Any:
@@ -148,8 +202,12 @@ async def ksck(client: AsyncClient, *, timeout_s: float = 30.0) -> KsckReport:
     for tablets in layouts:
         for tablet in tablets:
             addresses.update({r.uuid: r.address for r in tablet.replicas if r.address})
-    gathered = await asyncio.gather(*(_view(client, u, a, timeout_s) for u, a in addresses.items()))
+    gathered, pings = await asyncio.gather(
+        asyncio.gather(*(_view(client, u, a, timeout_s) for u, a in addresses.items())),
+        asyncio.gather(*(_ping(client, a, timeout_s) for a in addresses.values())),
+    )
     views = dict(zip(addresses, gathered, strict=True))
+    rtts = dict(zip(addresses, pings, strict=True))
     problems = _master_problems(masters) + _tserver_problems(tservers, views)
     checks = [
         judge_tablet(summary.name, tablet, views)
@@ -158,7 +216,51 @@ async def ksck(client: AsyncClient, *, timeout_s: float = 30.0) -> KsckReport:
     ]
     problems += [p for c in checks for p in c.problems]
     tables = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
-    return KsckReport(tuple(masters), tuple(tservers), tuple(tables), tuple(checks), tuple(problems))
+    location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
+    servers_per_location = _count(location_of.values())
+    warnings = [
+        w
+        for summary, tablets in zip(summaries, layouts, strict=True)
+        for tablet in tablets
+        if (w := judge_placement(summary.name, summary.num_replicas, tablet, location_of, servers_per_location))
+    ]
+    locations = _location_checks(tservers, layouts, rtts)
+    warnings += judge_locations(locations, tservers, rtts)
+    return KsckReport(
+        tuple(masters),
+        tuple(tservers),
+        tuple(tables),
+        tuple(checks),
+        tuple(problems),
+        tuple(locations),
+        {u: p.rtt_ms for u, p in rtts.items()},
+        tuple(warnings),
+    )
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+async def _ping(client: AsyncClient, address: str, timeout_s: float) -> PingResult:
+    """The fastest of ``PINGS`` round trips to ``address`` (sequential, so they do not queue)."""
+    messenger = client._ctx.messenger
+    loop = asyncio.get_running_loop()
+    best: float | None = None
+    failed, error = 0, ""
+    for _ in range(PINGS):
+        started = loop.time()
+        try:
+            await messenger.call(address, PING, rpc_pb2.PingRequest(), timeout=min(timeout_s, 5.0))
+        except NyalaError as exc:
+            failed, error = failed + 1, f"{type(exc).__name__}: {exc}"
+            continue
+        elapsed_ms = (loop.time() - started) * 1000
+        best = elapsed_ms if best is None else min(best, elapsed_ms)
+    return PingResult(best, failed, error)
 
 
 async def _check_masters(client: AsyncClient, timeout_s: float) -> list[MasterCheck]:
@@ -280,3 +382,89 @@ def _table_check(name: str, tablets: Sequence[TabletCheck]) -> TableCheck:
     counts = {s.name: sum(t.status is s for t in tablets) for s in TabletStatus}
     worst = max((t.status for t in tablets), default=TabletStatus.HEALTHY)
     return TableCheck(name, len(tablets), worst, counts)
+
+
+# --- locations ----------------------------------------------------------------------------
+
+
+def judge_placement(
+    table: str,
+    num_replicas: int,
+    tablet: TabletInfo,
+    location_of: Mapping[str, str],
+    servers_per_location: Mapping[str, int],
+) -> str | None:
+    """A warning when the tablet's replicas violate the placement policy, else None.
+
+    Only replicas on registered servers count (``location_of``); with one location (or none)
+    every layout complies.
+    """
+    if len(servers_per_location) <= 1:
+        return None
+    counts = _count(location_of[r.uuid] for r in tablet.replicas if r.uuid in location_of)
+    check = check_placement(num_replicas, counts, servers_per_location)
+    if check.verdict is Verdict.MET:
+        return None
+    return f"tablet {tablet.tablet_id} of table {table!r} {check.explain()}"
+
+
+def _location_checks(
+    tservers: Sequence[TabletServerInfo], layouts: Sequence[Sequence[TabletInfo]], rtts: Mapping[str, PingResult]
+) -> list[LocationCheck]:
+    location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
+    replicas = _count(location_of[r.uuid] for ts in layouts for t in ts for r in t.replicas if r.uuid in location_of)
+    out = []
+    for location in sorted(set(location_of.values())):
+        members = [s for s in tservers if location_of[s.uuid] == location]
+        answered = [p.rtt_ms for s in members if (p := rtts.get(s.uuid)) is not None and p.rtt_ms is not None]
+        unreachable = tuple(
+            s.rpc_addresses[0] if s.rpc_addresses else s.uuid
+            for s in members
+            if (p := rtts.get(s.uuid)) is None or p.rtt_ms is None
+        )
+        out.append(
+            LocationCheck(
+                location,
+                len(members),
+                sum(s.live for s in members),
+                replicas.get(location, 0),
+                statistics.median(answered) if answered else None,
+                unreachable,
+            )
+        )
+    return out
+
+
+def judge_locations(
+    locations: Sequence[LocationCheck], tservers: Sequence[TabletServerInfo], rtts: Mapping[str, PingResult]
+) -> list[str]:
+    """Warnings about locations whose servers are unreachable, lose pings, or answer much slower."""
+    warnings = []
+    for loc in locations:
+        if loc.unreachable:
+            which = "all" if len(loc.unreachable) == loc.tservers else f"{len(loc.unreachable)} of"
+            warnings.append(
+                f"location {loc.location}: {which} {loc.tservers} tablet servers unreachable "
+                f"({', '.join(loc.unreachable)})"
+            )
+        lossy = [
+            f"{s.rpc_addresses[0] if s.rpc_addresses else s.uuid} lost {p.failed} of {PINGS} pings ({p.error})"
+            for s in tservers
+            if (s.location or NO_LOCATION) == loc.location
+            and (p := rtts.get(s.uuid)) is not None
+            and p.rtt_ms is not None
+            and p.failed
+        ]
+        if lossy:
+            warnings.append(f"location {loc.location}: unreliable connection: {'; '.join(lossy)}")
+    for loc in locations:
+        others = [o.rtt_ms for o in locations if o is not loc and o.rtt_ms is not None]
+        if loc.rtt_ms is None or not others:
+            continue
+        typical = statistics.median(others)
+        if loc.rtt_ms > SLOW_FACTOR * typical and loc.rtt_ms - typical >= SLOW_MIN_MS:
+            warnings.append(
+                f"location {loc.location}: round trip {loc.rtt_ms:.1f} ms, much slower than the other "
+                f"locations ({typical:.1f} ms)"
+            )
+    return warnings

@@ -72,12 +72,12 @@ def timeout_option(function: Callable[P, R]) -> Callable[P, R]:
 
 
 def columns_option(available: Sequence[str], default: Sequence[str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """``--columns a,b,c`` choosing among ``available``."""
+    """``--columns a,b,c`` choosing among ``available``; Kudu's spelling ``rpc-addresses`` works too."""
 
     def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str]:
         if value is None:
             return list(default)
-        chosen = [c.strip() for c in value.split(",") if c.strip()]
+        chosen = [c.strip().replace("-", "_") for c in value.split(",") if c.strip()]
         unknown = [c for c in chosen if c not in available]
         if unknown or not chosen:
             raise click.BadParameter(f"unknown columns {unknown}; choose from {', '.join(available)}")

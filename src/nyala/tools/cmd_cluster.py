@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nyala.client.ksck import KsckReport, TabletStatus, ksck
+from nyala.client.ksck import NO_LOCATION, KsckReport, TabletStatus, ksck
 from nyala.tools._format import (
     connect_cli,
     emit_json,
@@ -35,7 +35,9 @@ def ksck_command(master_addresses: str, output_format: str, timeout_s: float, ta
 
     Masters must all be reachable and agree on one leader; tablet servers must be live; every
     tablet must have a leader and all its replicas running with the master's Raft config.
-    Exits with status 1 when anything is wrong.
+    With locations, every tablet must meet the placement policy and every location must be
+    reachable and about as fast as the others (warnings).  Exits with status 1 when anything
+    is wrong.
     """
     with connect_cli(master_addresses, timeout_s) as client, progress_bar("checking the cluster"):
         report = client.run(ksck(client.aio, timeout_s=timeout_s))
@@ -53,10 +55,28 @@ def _print(report: KsckReport, all_tablets: bool) -> None:
     ]
     emit_rows(masters, ["address", "role", "leader", "error"], "table", title="Masters")
     servers = [
-        {"uuid": s.uuid, "address": s.rpc_addresses, "live": s.live, "replicas": s.num_live_replicas}
+        {
+            "uuid": s.uuid,
+            "address": s.rpc_addresses,
+            "location": s.location or NO_LOCATION,
+            "live": s.live,
+            "replicas": s.num_live_replicas,
+            "rtt ms": _ms(report.rtt_ms.get(s.uuid)),
+        }
         for s in report.tservers
     ]
-    emit_rows(servers, ["uuid", "address", "live", "replicas"], "table", title="Tablet servers")
+    emit_rows(servers, ["uuid", "address", "location", "live", "replicas", "rtt ms"], "table", title="Tablet servers")
+    locations = [
+        {
+            "location": loc.location,
+            "tservers": loc.tservers,
+            "live": loc.live_tservers,
+            "replicas": loc.replicas,
+            "rtt ms": _ms(loc.rtt_ms),
+        }
+        for loc in report.locations
+    ]
+    emit_rows(locations, ["location", "tservers", "live", "replicas", "rtt ms"], "table", title="Locations")
     tables = [{"table": t.name, "status": t.status.name, "tablets": t.num_tablets} | t.counts for t in report.tables]
     emit_rows(tables, ["table", "status", "tablets", *(s.name for s in TabletStatus)], "table", title="Tables")
     shown = [t for t in report.tablets if all_tablets or t.status is not TabletStatus.HEALTHY]
@@ -73,7 +93,16 @@ def _print(report: KsckReport, all_tablets: bool) -> None:
         emit_rows(rows, ["table", "tablet", "status", "replicas"], "table", title="Tablets")
     if report.ok:
         click.echo("OK: the cluster is healthy")
-    else:
+        return
+    if report.problems:
         click.echo(f"{len(report.problems)} problems found:", err=True)
         for problem in report.problems:
             click.echo(f"  - {problem}", err=True)
+    if report.warnings:
+        click.echo(f"{len(report.warnings)} warnings:", err=True)
+        for warning in report.warnings:
+            click.echo(f"  - WARNING: {warning}", err=True)
+
+
+def _ms(value: float | None) -> str:
+    return "unreachable" if value is None else f"{value:.1f}"

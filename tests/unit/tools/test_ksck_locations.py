@@ -1,0 +1,105 @@
+"""ksck's location checks: placement-policy warnings and slow or unreachable locations (pure)."""
+
+from __future__ import annotations
+
+import json
+
+from nyala.client.info import ReplicaInfo, TabletInfo, TabletServerInfo
+from nyala.client.ksck import (
+    NO_LOCATION,
+    PINGS,
+    LocationCheck,
+    PingResult,
+    _location_checks,
+    judge_locations,
+    judge_placement,
+)
+from tests.unit.client.fakes import FakeCluster
+from tests.unit.tools.conftest import Invoke
+
+LOCATION_OF = {"a1": "/a", "a2": "/a", "b1": "/b", "b2": "/b", "c1": "/c", "c2": "/c"}
+SERVERS = {"/a": 2, "/b": 2, "/c": 2}
+
+
+def tablet(*uuids: str) -> TabletInfo:
+    return TabletInfo("tab1", "HASH(id) 0", tuple(ReplicaInfo(u, f"{u}:7050", "", "FOLLOWER") for u in uuids))
+
+
+def server(uuid: str, location: str, live: bool = True) -> TabletServerInfo:
+    return TabletServerInfo(uuid, (f"{uuid}:7050",), location, live, 10, 1)
+
+
+def test_a_tablet_spread_one_per_location_meets_the_policy() -> None:
+    assert judge_placement("t", 3, tablet("a1", "b2", "c1"), LOCATION_OF, SERVERS) is None
+
+
+def test_a_majority_in_one_location_is_named_with_the_counts() -> None:
+    warning = judge_placement("t", 3, tablet("a1", "a2", "c1"), LOCATION_OF, SERVERS)
+    assert warning is not None
+    assert warning.startswith("tablet tab1 of table 't' placement policy violated in /a")
+    assert "/a: 2, /c: 1" in warning
+    assert "another layout would comply" in warning
+
+
+def test_an_unsatisfiable_policy_is_still_a_warning() -> None:
+    warning = judge_placement("t", 1, tablet("b1"), LOCATION_OF, SERVERS)  # RF 1 is a majority anywhere
+    assert warning is not None
+    assert "no layout on this cluster's servers can comply" in warning
+
+
+def test_one_location_or_none_never_warns() -> None:
+    assert judge_placement("t", 3, tablet("a1", "a2", "x"), {"a1": "/a", "a2": "/a", "x": "/a"}, {"/a": 3}) is None
+    no_locations = dict.fromkeys(LOCATION_OF, NO_LOCATION)
+    assert judge_placement("t", 3, tablet("a1", "a2", "b1"), no_locations, {NO_LOCATION: 6}) is None
+
+
+def checks(rtts: dict[str, PingResult]) -> tuple[list[LocationCheck], list[str]]:
+    servers = [server(u, loc) for u, loc in LOCATION_OF.items()]
+    layouts = [[tablet("a1", "b1", "c1"), tablet("a2", "b2", "c2")]]
+    locations = _location_checks(servers, layouts, rtts)
+    return locations, judge_locations(locations, servers, rtts)
+
+
+def test_locations_are_summarized_and_quiet_when_alike() -> None:
+    locations, warnings = checks({u: PingResult(1.0 + i / 10, 0) for i, u in enumerate(LOCATION_OF)})
+    assert [(c.location, c.tservers, c.live_tservers, c.replicas) for c in locations] == [
+        ("/a", 2, 2, 2),
+        ("/b", 2, 2, 2),
+        ("/c", 2, 2, 2),
+    ]
+    assert warnings == []
+
+
+def test_an_unreachable_slow_or_lossy_location_is_warned_about() -> None:
+    rtts = {u: PingResult(1.0, 0) for u in LOCATION_OF}
+    rtts["b1"] = rtts["b2"] = PingResult(None, PINGS, "NetworkError: refused")
+    rtts["c1"] = rtts["c2"] = PingResult(80.0, 0)
+    rtts["a2"] = PingResult(1.2, 1, "TimedOut: ping")
+    _, warnings = checks(rtts)
+    assert "location /b: all 2 tablet servers unreachable (b1:7050, b2:7050)" in warnings
+    assert any(w.startswith("location /c: round trip 80.0 ms, much slower") for w in warnings)
+    assert any(w.startswith("location /a: unreliable connection: a2:7050 lost 1 of 3 pings") for w in warnings)
+    assert len(warnings) == 3
+
+
+def test_jitter_below_the_floor_is_not_slow() -> None:
+    rtts = {u: PingResult(0.5, 0) for u in LOCATION_OF}
+    rtts["c1"] = rtts["c2"] = PingResult(15.0, 0)  # 30x, but only 14.5 ms more
+    assert checks(rtts)[1] == []
+
+
+def test_tserver_list_takes_kudu_column_names(cluster: FakeCluster, nyala: Invoke) -> None:
+    result = nyala("tserver", "list", "--format", "json", "--columns", "uuid,rpc-addresses,location")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 3
+    assert all(set(r) == {"uuid", "rpc_addresses", "location"} for r in rows)
+
+
+def test_ksck_json_has_locations_round_trips_and_warnings(cluster: FakeCluster, nyala: Invoke) -> None:
+    report = json.loads(nyala("cluster", "ksck", "--format", "json").stdout)
+    assert report["warnings"] == []
+    assert [loc["location"] for loc in report["locations"]] == [NO_LOCATION]
+    assert report["locations"][0]["tservers"] == 3
+    assert len(report["rtt_ms"]) == 3
+    assert all(v is not None and v >= 0 for v in report["rtt_ms"].values())
