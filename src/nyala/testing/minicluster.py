@@ -149,6 +149,8 @@ class MiniCluster:
             options = replace(options, client_location=client_location)
         if options.client_location:
             validate_location(options.client_location)
+            if not options.locations:
+                raise InvalidArgument("a client location needs tablet-server locations too")
         if options.locations:
             parse_locations(options.locations)
             if len(options.locations) > 240:

@@ -105,4 +105,4 @@ def _print(report: KsckReport, all_tablets: bool) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "unreachable" if value is None else f"{value:.1f}"
+    return "unreachable" if value is None else f"{value:.2f}"

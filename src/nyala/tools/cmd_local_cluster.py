@@ -4,6 +4,11 @@ Masters listen on 127.0.0.1, .2, ... port 7051 and tablet servers on 127.0.0.10,
 port 7050; everything lives under ``--dir`` (default ./nyala-data).  The servers keep running
 after the command returns; ``stop`` and ``status`` find them again through the directory.
 Starting a directory that already holds a cluster restarts that cluster as it was.
+
+``--locations /dc1/rack1:2,/dc1/rack2:2`` gives each location one address (127.0.0.10, .11,
+...) shared by its tablet servers (ports 7050, 7051, ...) and makes the masters map addresses
+to locations with a generated script (``DIR/location-mapping.sh``); ``--client-location``
+places clients on this machine (they connect from 127.0.0.1) in a location.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from nyala.common.errors import NotFound
+from nyala.common.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
 
@@ -34,6 +39,12 @@ def local_cluster() -> None:
 @click.option("--heartbeat-interval-ms", type=click.IntRange(10), default=1000, show_default=True)
 @click.option("--raft-heartbeat-interval-ms", type=click.IntRange(10), default=500, show_default=True)
 @click.option("--raft-tick-interval-ms", type=click.IntRange(5), default=100, show_default=True)
+@click.option(
+    "--locations",
+    default="",
+    help="Tablet servers per location, like /dc1/rack1:2,/dc1/rack2:2,/dc1/rack3:2 (replaces --tservers).",
+)
+@click.option("--client-location", default="", help="Location of clients on this machine, like /dc1/rack1.")
 def start(
     num_masters: int,
     num_tservers: int,
@@ -41,6 +52,8 @@ def start(
     heartbeat_interval_ms: int,
     raft_heartbeat_interval_ms: int,
     raft_tick_interval_ms: int,
+    locations: str,
+    client_location: str,
 ) -> None:
     """Start a cluster (or restart the one already in DIR) and wait until every server is ready."""
     if (root / CLUSTER_FILE).exists():
@@ -56,7 +69,11 @@ def start(
             ip_block=(0, 0),
             detached=True,
         )
-        cluster = MiniCluster(root, options)
+        try:
+            cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)
+        except InvalidArgument as exc:
+            raise click.BadParameter(str(exc), param_hint="--locations/--client-location") from exc
+
     if any(cluster.running(s) for s in [*cluster.masters, *cluster.tservers]):
         raise click.ClickException(f"the cluster in {root} is already running; stop it first")
     try:
@@ -65,6 +82,10 @@ def start(
         raise click.ClickException(f"the cluster did not start: {exc}") from exc
     click.echo(f"masters:  {cluster.master_addresses_flag}")
     click.echo(f"tservers: {','.join(str(t.address) for t in cluster.tservers)}")
+    for location in cluster.locations:
+        click.echo(f"  {location}: {','.join(str(t.address) for t in cluster.tservers_in(location))}")
+    if cluster.options.client_location:
+        click.echo(f"clients on this machine are in {cluster.options.client_location}")
     click.echo(f"logs:     {root / 'logs'}")
 
 
@@ -91,6 +112,10 @@ def status(root: Path, fmt: str) -> None:
                 {
                     "masters": [str(m.address) for m in cluster.masters],
                     "tservers": [str(t.address) for t in cluster.tservers],
+                    "locations": {
+                        name: [str(t.address) for t in cluster.tservers_in(name)] for name in cluster.locations
+                    },
+                    "client_location": cluster.options.client_location,
                     "running": running,
                 },
                 indent=2,
@@ -99,7 +124,7 @@ def status(root: Path, fmt: str) -> None:
         return
     for server in servers:
         state = "running" if running[server.process.name] else "stopped"
-        click.echo(f"{server.process.name:<12} {server.address!s:<22} {state}")
+        click.echo(f"{server.process.name:<12} {server.address!s:<22} {state:<8} {server.location}".rstrip())
 
 
 def _load(root: Path) -> MiniCluster:
