@@ -50,6 +50,9 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/wal_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/placement_bench.py
+	$(PY) bench/cluster_write_bench.py
+	$(PY) bench/cluster_scan_bench.py
+	$(PY) bench/failover_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data
