@@ -115,10 +115,15 @@ class LocationMapper:
         if running is None:
             running = asyncio.ensure_future(self.resolve([host]))
             self._inflight[host] = running
-            running.add_done_callback(lambda _: self._inflight.pop(host, None))
+            running.add_done_callback(lambda done: self._finished(host, done))
         location = (await asyncio.shield(running))[host]
         self._cache[host] = location
         return location
+
+    def _finished(self, host: str, done: asyncio.Future[dict[str, str]]) -> None:
+        self._inflight.pop(host, None)
+        if not done.cancelled():
+            done.exception()  # retrieved here too: every waiter may have been cancelled meanwhile
 
     async def resolve(self, hosts: Sequence[str]) -> dict[str, str]:
         """Run the command once for ``hosts`` (no cache); LocationMappingError on any failure."""

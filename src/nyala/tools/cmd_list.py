@@ -47,7 +47,7 @@ def master_list(master_addresses: str, columns: list[str], output_format: str, t
 
 @click.command("list")
 @masters_argument
-@columns_option(TSERVER_COLUMNS, ("uuid", "rpc_addresses", "live", "num_live_replicas"))
+@columns_option(TSERVER_COLUMNS, ("uuid", "rpc_addresses", "location", "live", "num_live_replicas"))
 @format_option
 @timeout_option
 @handle_errors
