@@ -1,0 +1,72 @@
+"""The PySpark data source ``nyala``: Nyala tables as Spark DataFrames, Arrow both ways.
+
+Use (``pip install nyala[spark]``; see docs/spark.md)::
+
+    df = spark.read.format("nyala").option("nyala.master", masters).option("nyala.table", "t").load()
+    df.write.format("nyala").option("nyala.master", masters).option("nyala.table", "t").mode("append").save()
+
+How it works (PySpark 4.3's Python Data Source API):
+
+- Registration: ``register(spark)``, or nothing at all: the top-level module ``pyspark_nyala``
+  exposes :class:`NyalaDataSource` as ``DefaultSource``, and PySpark registers every
+  importable ``pyspark_*`` module's DefaultSource when a session starts.  Python workers must
+  run an interpreter that can import Nyala: ``PYSPARK_PYTHON`` set to the one Nyala is
+  installed in (:func:`python_worker_env` does that).
+- Options (:mod:`.options`) are kudu-spark's with a ``nyala.`` prefix and are checked on the
+  driver before any task runs; a wrong one is refused with its name.
+- The schema comes from the table (:mod:`.typemap` maps Nyala types onto Spark's).
+- Reading (:mod:`.reader`): Spark's pushed filters become Nyala predicates (:mod:`.filters`);
+  the table's scan tokens for them, already pruned to the tablets that can match, become the
+  Spark partitions, one per tablet or several per tablet with ``nyala.splitSizeBytes``
+  (:mod:`.splits`); each task scans its token and hands Spark Arrow batches in exactly the
+  Arrow schema Spark expects.
+- Writing (:mod:`.writer`): each task writes its Arrow batches through one background-flush
+  session with ``nyala.operation``; any row error fails the task with a sample of five.
+  Rows are durable when acknowledged, so commit publishes nothing and abort undoes nothing;
+  ``overwrite`` is refused.
+- Each Python worker process keeps one client per master set (:mod:`._clients`).
+- :mod:`.helpers`: ``create_table`` from a Spark schema and ``insert_rows`` & co, as
+  kudu-spark's KuduContext offers.
+"""
+
+from __future__ import annotations
+
+from .helpers import (
+    create_table,
+    delete_rows,
+    insert_rows,
+    python_worker_env,
+    register,
+    update_rows,
+    upsert_rows,
+    write_rows,
+)
+from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
+from .reader import NyalaReader
+from .source import NyalaDataSource
+from .typemap import nyala_type, spark_schema, spark_type
+from .writer import NyalaCommitMessage, NyalaWriter, RowErrorsInTask
+
+__all__ = [
+    "DEFAULT_MASTER",
+    "OPERATIONS",
+    "OPTION_HELP",
+    "NyalaCommitMessage",
+    "NyalaDataSource",
+    "NyalaOptions",
+    "NyalaReader",
+    "NyalaWriter",
+    "RowErrorsInTask",
+    "create_table",
+    "delete_rows",
+    "insert_rows",
+    "nyala_type",
+    "parse_options",
+    "python_worker_env",
+    "register",
+    "spark_schema",
+    "spark_type",
+    "update_rows",
+    "upsert_rows",
+    "write_rows",
+]

@@ -1,0 +1,94 @@
+"""kudu-spark's KuduContext conveniences: create a table from a Spark schema, write a DataFrame."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from nyala.client import Partitioning, schema
+
+from ._clients import client_for
+from .options import DEFAULT_MASTER
+from .source import NyalaDataSource
+from .typemap import nyala_columns
+
+__all__ = [
+    "create_table",
+    "delete_rows",
+    "insert_rows",
+    "python_worker_env",
+    "register",
+    "update_rows",
+    "upsert_rows",
+    "write_rows",
+]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``nyala`` format with ``spark`` (also found automatically through ``pyspark_nyala``)."""
+    spark.dataSource.register(NyalaDataSource)
+
+
+def python_worker_env() -> None:
+    """Make Spark start its Python workers with this interpreter (whose environment has Nyala).
+
+    Call before the SparkSession is created; an explicit PYSPARK_PYTHON is left alone.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def create_table(
+    name: str,
+    spark_schema: StructType,
+    key_columns: Sequence[str],
+    partitioning: Partitioning | None = None,
+    *,
+    master: str = DEFAULT_MASTER,
+    num_replicas: int = 3,
+) -> None:
+    """Create Nyala table ``name`` with the columns of ``spark_schema`` and ``key_columns`` as its key.
+
+    Spark types map to Nyala types as in :mod:`nyala.spark.typemap` (InvalidArgument names a
+    column that has none); key columns move to the front and become non-null.  ``partitioning``
+    is a :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.
+    """
+    keys = list(key_columns)
+    table_schema = schema(nyala_columns(spark_schema, keys), primary_key=keys)
+    client = client_for(master)
+    client.create_table(name, table_schema, partitioning, num_replicas=num_replicas)
+
+
+def write_rows(df: DataFrame, table: str, operation: str, *, master: str = DEFAULT_MASTER, **options: str) -> None:
+    """Apply ``operation`` (insert, upsert, update, delete or an ``_ignore`` one) to every row of ``df``.
+
+    Extra ``options`` are data source options without the prefix, e.g. ``writeBufferBytes="1048576"``.
+    """
+    writer = df.write.format("nyala").mode("append")
+    writer = writer.option("nyala.table", table).option("nyala.master", master).option("nyala.operation", operation)
+    for key, value in options.items():
+        writer = writer.option(f"nyala.{key}", value)
+    writer.save()
+
+
+def insert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_duplicates: bool = False) -> None:
+    """Insert every row; a duplicate key fails the task unless ``ignore_duplicates`` (INSERT_IGNORE)."""
+    write_rows(df, table, "insert_ignore" if ignore_duplicates else "insert", master=master)
+
+
+def upsert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER) -> None:
+    """Insert rows whose key is new and update the given columns of the others."""
+    write_rows(df, table, "upsert", master=master)
+
+
+def update_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+    """Update the given columns; a missing key fails the task unless ``ignore_missing`` (UPDATE_IGNORE)."""
+    write_rows(df, table, "update_ignore" if ignore_missing else "update", master=master)
+
+
+def delete_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+    """Delete the rows with the keys of ``df`` (other columns are ignored); see ``ignore_missing``."""
+    write_rows(df, table, "delete_ignore" if ignore_missing else "delete", master=master)
