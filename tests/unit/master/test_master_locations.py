@@ -12,10 +12,10 @@ import pytest
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc.loop import run
-from nyala.services import CONNECT_TO_MASTER, CREATE_TABLE, GET_TABLE_LOCATIONS, LIST_TABLET_SERVERS
+from nyala.services import ALTER_TABLE, CONNECT_TO_MASTER, CREATE_TABLE, GET_TABLE_LOCATIONS, LIST_TABLET_SERVERS
 
 from .fake_tserver import FakeTabletServer
-from .helpers import Cluster, cluster, create_request, eventually
+from .helpers import Cluster, cluster, create_request, eventually, range_step
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -74,6 +74,19 @@ def test_replicas_spread_over_locations_and_everyone_learns_them(tmp_path: Path)
                 assert places == ["/dc1/rack1", "/dc1/rack2", "/dc2/rack1"]  # 1+1+1
                 per_server.update(locations.ts_infos[r.ts_info_idx].permanent_uuid for r in tablet.replicas)
             assert sorted(per_server.values()) == [6] * 6  # range-aware within each location
+
+            # An added range partition is placed the same way.
+            add = mpb.AlterTableRequestPB(
+                table=common_pb2.TableIdentifierPB(table_name="t"),
+                steps=[range_step("add_range_partition", 30, 40)],
+                wait=True,
+            )
+            await c.call(ALTER_TABLE, add)
+            locations = await c.call(GET_TABLE_LOCATIONS, mpb.GetTableLocationsRequestPB(table=add.table))
+            assert len(locations.tablet_locations) == 16
+            for tablet in locations.tablet_locations:
+                places = sorted(locations.ts_infos[r.ts_info_idx].location for r in tablet.replicas)
+                assert places == ["/dc1/rack1", "/dc1/rack2", "/dc2/rack1"]
 
             connected = await c.call(CONNECT_TO_MASTER, mpb.ConnectToMasterRequestPB())
             assert connected.client_location == "/dc1/rack2"
