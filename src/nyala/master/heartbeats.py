@@ -24,6 +24,7 @@ tablet server sends everything again.
 from __future__ import annotations
 
 import logging
+import time
 
 from nyala.catalog import TabletInfo, copy_tablet_entry, tablet_mutation
 from nyala.common.errors import NyalaError, ServiceUnavailable
@@ -43,6 +44,7 @@ __all__ = ["HeartbeatHandler", "tablet_update"]
 log = logging.getLogger("nyala.master")
 
 TABLET = mpb.SysTabletsEntryPB
+_REFUSAL_LOG_INTERVAL_S = 60.0
 
 
 class HeartbeatHandler:
@@ -62,6 +64,7 @@ class HeartbeatHandler:
         self._tasks = tasks
         self._locations = locations
         self._orphans_logged: set[str] = set()
+        self._refusals_logged: dict[str, float] = {}  # tablet server uuid -> when last logged
 
     async def handle(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
         location = await self._registration_location(request) if request.HasField("registration") else ""
@@ -111,8 +114,15 @@ class HeartbeatHandler:
         try:
             location = await self._locations.location_of_tserver(host)
         except LocationMappingError as exc:
-            log.warning("refused the registration of tablet server %s at %s: %s", uuid, host, exc)
+            # Logged at WARNING at most once a minute per server (Kudu's rate); retries in between at DEBUG.
+            now = time.monotonic()
+            loud = now - self._refusals_logged.get(uuid, -_REFUSAL_LOG_INTERVAL_S) >= _REFUSAL_LOG_INTERVAL_S
+            if loud:
+                self._refusals_logged[uuid] = now
+            level = logging.WARNING if loud else logging.DEBUG
+            log.log(level, "refused the registration of tablet server %s at %s: %s", uuid, host, exc)
             raise ServiceUnavailable(f"registration of tablet server {uuid} refused: {exc}") from None
+        self._refusals_logged.pop(uuid, None)
         known = self._ts.get(uuid)
         if known is None or known.location != location:
             log.info("tablet server %s at %s is in location %s", uuid, host, location)
