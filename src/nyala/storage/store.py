@@ -193,8 +193,8 @@ class DuckDBTabletStore:
         self._cur.execute("BEGIN")
         try:
             out = body()
-            self._cur.execute(f"UPDATE {self.alias}.{META} SET applied_index = ?", [index])
-            self._cur.execute("COMMIT")
+            # One call for both: every DuckDB call costs ~0.3 ms of CPU even for SELECT 1 (measured).
+            self._cur.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
         except BaseException:
             try:
                 self._cur.execute("ROLLBACK")
