@@ -153,6 +153,11 @@ class Client:
     def cluster_id(self) -> str:
         return self._aio.cluster_id
 
+    @property
+    def client_location(self) -> str:
+        """This client's location as the leader master mapped it ("" without location mapping)."""
+        return self._aio.client_location
+
     # --- DDL and listings ------------------------------------------------------------------
 
     def create_table(
