@@ -1,12 +1,14 @@
 """`make demo`: a Nyala cluster on this machine, end to end.
 
-1. Start a local cluster: 3 masters and 3 tablet servers, each its own process on its own
-   loopback address, data under ``--dir`` (default ./nyala-data/demo).
+1. Start a local cluster: 3 masters and 6 tablet servers in 3 locations (/dc1/rack1 to
+   /dc1/rack3, 2 servers each), each its own process on loopback, data under ``--dir``
+   (default ./nyala-data/demo).  Placement puts one replica of every tablet in each location.
 2. Create a table of time-series metrics, hash partitioned by host and range partitioned by
    day, replicated 3 ways.
 3. Load 1M rows through the Python client (a background-flushing session), with a progress bar.
 4. Scan them back to Arrow and aggregate per host.
-5. Kill one tablet server with SIGKILL: reads and writes go on, no acknowledged row is lost.
+5. Kill every tablet server of one location with SIGKILL (a whole rack lost): reads and
+   writes go on, no acknowledged row is lost.
 6. Stop the cluster and summarise.
 
 The Spark issue turns this into the pipeline demo.
@@ -18,6 +20,7 @@ import argparse
 import datetime
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +39,7 @@ METRICS = ["cpu", "mem", "disk", "net"]
 START = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)
 DAYS = 3
 BATCH = 10_000
+LOCATIONS = {"/dc1/rack1": 2, "/dc1/rack2": 2, "/dc1/rack3": 2}
 
 
 def metrics_batch(first: int, n: int) -> pa.Table:
@@ -121,15 +125,16 @@ def main() -> None:
     shutil.rmtree(root, ignore_errors=True)
     options = MiniClusterOptions(
         num_masters=3,
-        num_tservers=3,
         raft_tick_interval_ms=100,
         raft_heartbeat_interval_ms=500,
         heartbeat_interval_ms=1000,
     )
-    console.rule("[bold]1. a local cluster: 3 masters, 3 tablet servers")
-    with MiniCluster(root, options) as cluster:
+    console.rule("[bold]1. a local cluster: 3 masters, 6 tablet servers in 3 locations")
+    with MiniCluster(root, options, locations=LOCATIONS) as cluster:
         console.print(f"masters {cluster.master_addresses_flag}")
-        console.print(f"tablet servers {', '.join(str(t.address) for t in cluster.tservers)}")
+        for location in cluster.locations:
+            servers = ", ".join(str(t.address) for t in cluster.tservers_in(location))
+            console.print(f"tablet servers in {location}: {servers}")
         with nyala.connect(cluster.master_addresses_flag) as client:
             run_demo(cluster, client, args.rows)
     console.rule("[bold]6. cluster stopped")
@@ -138,7 +143,12 @@ def main() -> None:
 def run_demo(cluster: MiniCluster, client: nyala.client.Client, rows: int) -> None:
     console.rule("[bold]2. a table: hash(host) x range(ts by day), 3 replicas")
     table = create_table(client)
-    console.print(f"table 'metrics': {len(table.tablets())} tablets, each replicated on 3 tablet servers")
+    spread = {
+        "+".join(str(n) for n in sorted(Counter(r.location for r in t.replicas).values())) for t in table.tablets()
+    }
+    console.print(
+        f"table 'metrics': {len(table.tablets())} tablets, 3 replicas each; replicas per location: {', '.join(spread)}"
+    )
 
     console.rule(f"[bold]3. load {rows:,} rows")
     load_rate = load(table, rows)
@@ -149,12 +159,13 @@ def run_demo(cluster: MiniCluster, client: nyala.client.Client, rows: int) -> No
     show(before, "per host, before the failure")
     console.print(f"scanned {rows:,} rows at {scan_rate:,.0f} rows/s")
 
-    console.rule("[bold]5. kill -9 a tablet server")
-    leaders = [t.leader.address for t in table.tablets() if t.leader is not None]
-    victim = max(cluster.tservers, key=lambda t: leaders.count(str(t.address)))
-    cluster.kill(victim)
-    led = leaders.count(str(victim.address))
-    console.print(f"killed {victim.process.name} ({victim.address}), leader of {led} tablets; they elect new leaders")
+    console.rule("[bold]5. kill -9 every tablet server of one location")
+    leaders = [t.leader.location for t in table.tablets() if t.leader is not None]
+    victim = max(cluster.locations, key=leaders.count)
+    for server in cluster.tservers_in(victim):
+        cluster.kill(server)
+    led = leaders.count(victim)
+    console.print(f"killed both tablet servers of {victim}, which led {led} tablets; they elect new leaders")
     started = time.perf_counter()
     extra = rows_in_every_tablet()
     errors = table.insert(extra)
@@ -167,7 +178,7 @@ def run_demo(cluster: MiniCluster, client: nyala.client.Client, rows: int) -> No
     console.print(f"rows readable after the kill: {total:,} (expected {rows + extra.num_rows:,})")
     show(after, "per host, after the failure")
     if errors or total != rows + extra.num_rows:
-        raise SystemExit("reads or writes did not go on after losing a tablet server")
+        raise SystemExit("reads or writes did not go on after losing a location")
     console.print(f"[bold green]no acknowledged row lost; load {load_rate:,.0f} rows/s, scan {scan_rate:,.0f} rows/s")
 
 
