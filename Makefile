@@ -13,12 +13,13 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 # A stamp per extras set, so a changed pyproject.toml reinstalls.
+# The tests include the Spark tier, so the test environment has PySpark (Java 17 runs it).
 $(VENV)/.stamp-test: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,spark]'
 	@touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e '.[test,bench]'
+	$(PIP) install -e '.[test,spark,bench]'
 	@touch $@
 
 $(VENV)/.stamp-proto: pyproject.toml | $(VENV)/bin/python
