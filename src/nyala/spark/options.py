@@ -49,23 +49,24 @@ OPTION_HELP: dict[str, tuple[str, str]] = {
 
 #: kudu-spark options Nyala knows but does not offer, with the reason given to the user.
 UNSUPPORTED: dict[str, str] = {
-    "nyala.snapshottimestampms": "Nyala has no snapshot reads (READ_AT_SNAPSHOT) yet",
-    "nyala.keepaliveperiodms": "Nyala's Python scanners need no keep-alive calls",
-    "nyala.socketreadtimeoutms": "it is deprecated in kudu-spark too; use nyala.operationTimeoutMs",
-    "nyala.ignoreduplicaterowerrors": "use nyala.operation=insert_ignore instead",
-    "nyala.ignorenull": "Nyala's writer sends every column of the DataFrame; select only the columns to change",
+    "nyala.snapshotTimestampMs": "Nyala has no snapshot reads (READ_AT_SNAPSHOT) yet",
+    "nyala.keepAlivePeriodMs": "the client has no scanner keep-alive call yet (scanners live 60 s between calls)",
+    "nyala.socketReadTimeoutMs": "it is deprecated in kudu-spark too; use nyala.operationTimeoutMs",
+    "nyala.ignoreDuplicateRowErrors": "use nyala.operation=insert_ignore instead",
+    "nyala.ignoreNull": "Nyala's writer sends every column of the DataFrame; select only the columns to change",
     "nyala.repartition": "rows are split by tablet inside each task already",
     "nyala.repartition.sort": "rows are split by tablet inside each task already",
-    "nyala.handleschemadrift": "alter the table with nyala.connect(...).alter_table first",
-    "nyala.saslprotocolname": "Nyala has no SASL/Kerberos authentication",
-    "nyala.requireauthentication": "Nyala has no SASL/Kerberos authentication",
-    "nyala.encryptionpolicy": "Nyala's client does not take TLS settings through Spark options yet",
+    "nyala.handleSchemaDrift": "alter the table with nyala.connect(...).alter_table first",
+    "nyala.saslProtocolName": "Nyala has no SASL/Kerberos authentication",
+    "nyala.requireAuthentication": "Nyala has no SASL/Kerberos authentication",
+    "nyala.encryptionPolicy": "Nyala's client does not take TLS settings through Spark options yet",
 }
 
 #: Keys Spark itself adds for catalog tables (seen by DataSource.schema() only); never ours.
 SPARK_CATALOG_KEYS = frozenset({"provider", "owner", "location", "comment", "external", "is_managed_location"})
 
 _KNOWN = {name.lower(): name for name in OPTION_HELP}
+_UNSUPPORTED = {name.lower(): name for name in UNSUPPORTED}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,8 +98,9 @@ def parse_options(options: Mapping[str, str], *, require_table: bool = True) -> 
             continue
         if key == "path":
             key = "nyala.table"
-        if key in UNSUPPORTED:
-            raise InvalidArgument(f"option {raw_key!r} is not supported: {UNSUPPORTED[key]}")
+        if key in _UNSUPPORTED:
+            name = _UNSUPPORTED[key]
+            raise InvalidArgument(f"option {name!r} is not supported: {UNSUPPORTED[name]}")
         if key not in _KNOWN:
             raise InvalidArgument(_unknown_message(raw_key))
         values[_KNOWN[key]] = str(value)

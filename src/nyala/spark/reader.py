@@ -56,10 +56,10 @@ class _PushFilters:
 
 
 class _BoundPushFilters:
-    __func__ = DataSourceReader.pushFilters
-
     def __init__(self, implementation: Callable[[list[Filter]], list[Filter]]) -> None:
         self._implementation = implementation
+        # An instance attribute: a function stored on the class would come back bound.
+        self.__func__ = DataSourceReader.pushFilters
 
     def __call__(self, filters: list[Filter]) -> list[Filter]:
         return self._implementation(filters)

@@ -1,0 +1,175 @@
+"""Pushdown, pruning, key-range splits, Spark SQL views and option errors on reads."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from nyala.client import Client, Partitioning
+from nyala.spark import create_table, insert_rows, register
+
+from .conftest import PUSHDOWN
+
+pytestmark = pytest.mark.timeout(240)
+
+UTC = datetime.UTC
+DAY1 = datetime.datetime(2024, 1, 1, tzinfo=UTC)
+DAY2 = datetime.datetime(2024, 1, 2, tzinfo=UTC)
+DAY3 = datetime.datetime(2024, 1, 3, tzinfo=UTC)
+ROWS = 2000
+
+QUERIES = [
+    "host = 'h3'",
+    "host = 'h3' AND ts < '2024-01-02'",
+    "ts >= '2024-01-02 06:00:00' AND ts < '2024-01-02 07:00:00'",
+    "host IN ('h1', 'h5', 'nope')",
+    "host LIKE 'h1%'",
+    "host LIKE '%3'",
+    "value > 10.5 AND value <= 20",
+    "note IS NULL",
+    "note IS NOT NULL AND host <> 'h2'",
+    "host = 'h3' OR value < 1",
+    "value <=> 7.0",
+    "level BETWEEN 2 AND 3",
+]
+
+
+def metric(i: int) -> tuple[Any, ...]:
+    ts = DAY1 + datetime.timedelta(minutes=i * 2)  # 2000 rows over 2.8 days
+    return (f"h{i % 7}", ts, i * 0.25 % 50, None if i % 3 == 0 else f"n{i}", i % 5)
+
+
+@pytest.fixture(scope="module")
+def metrics(spark: SparkSession, client: Client, master: str) -> Iterator[str]:
+    partitioning = (
+        Partitioning()
+        .add_hash_partitions("host", 4)
+        .set_range_partition_columns("ts")
+        .add_range_partition(None, DAY2)
+        .add_range_partition(DAY2, DAY3)
+        .add_range_partition(DAY3, None)
+    )
+    schema = "host string, ts timestamp, value double, note string, level int"
+    df = spark.createDataFrame([metric(i) for i in range(ROWS)], schema)
+    create_table("metrics", df.schema, ["host", "ts"], partitioning, master=master)
+    insert_rows(df, "metrics", master=master)
+    yield "metrics"
+    client.delete_table("metrics")
+
+
+def load(spark: SparkSession, master: str, table: str = "metrics", **options: str) -> DataFrame:
+    reader = spark.read.format("nyala").option("nyala.master", master).option("nyala.table", table)
+    for key, value in options.items():
+        reader = reader.option(f"nyala.{key}", value)
+    return reader.load()
+
+
+def rows_of(df: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def test_pushed_filters_give_what_spark_filtering_gives(spark: SparkSession, master: str, metrics: str) -> None:
+    # Spark-side filtering: the same queries over a cached full read, which Spark filters itself.
+    everything = load(spark, master).cache()
+    assert everything.count() == ROWS
+    for query in QUERIES:
+        expected = rows_of(everything.filter(query))
+        assert rows_of(load(spark, master).filter(query)) == expected, query
+    assert len(rows_of(everything.filter(QUERIES[0]))) == ROWS // 7 + 1  # the queries select something
+    everything.unpersist()
+
+
+def test_reads_work_with_pushdown_disabled(spark: SparkSession, master: str, metrics: str) -> None:
+    on = {q: rows_of(load(spark, master).filter(q)) for q in QUERIES[1:3]}
+    spark.conf.set(PUSHDOWN, "false")
+    try:
+        assert load(spark, master).count() == ROWS
+        for query, expected in on.items():
+            assert rows_of(load(spark, master).filter(query)) == expected, query
+        # Without pushdown nothing is pruned: every tablet is read.
+        assert load(spark, master).filter("host = 'h3'").rdd.getNumPartitions() == 12
+    finally:
+        spark.conf.set(PUSHDOWN, "true")
+
+
+def test_pruning_sets_the_partition_count(spark: SparkSession, master: str, metrics: str) -> None:
+    df = load(spark, master)
+    assert df.rdd.getNumPartitions() == 12  # 4 hash buckets x 3 ranges
+    assert df.filter("host = 'h3'").rdd.getNumPartitions() == 3
+    assert df.filter("ts >= '2024-01-03'").rdd.getNumPartitions() == 4
+    assert df.filter("host = 'h3' AND ts < '2024-01-02'").rdd.getNumPartitions() == 1
+    assert df.filter("host IN ('h1', 'h3') AND ts < '2024-01-02'").rdd.getNumPartitions() <= 2
+    assert df.filter("value > 1000").rdd.getNumPartitions() == 12  # not a partition column
+
+
+def test_split_size_bytes_cuts_tablets_into_key_ranges(spark: SparkSession, master: str, metrics: str) -> None:
+    whole = load(spark, master)
+    split = load(spark, master, splitSizeBytes="4096")
+    assert split.rdd.getNumPartitions() > whole.rdd.getNumPartitions()
+    assert rows_of(split) == rows_of(whole)
+    assert rows_of(split.filter("host = 'h3'")) == rows_of(whole.filter("host = 'h3'"))
+    assert load(spark, master, splitSizeBytes=str(1 << 30)).rdd.getNumPartitions() == 12
+
+
+def test_options_and_narrow_schema(spark: SparkSession, master: str, metrics: str) -> None:
+    expected = rows_of(load(spark, master))
+    tuned = load(
+        spark,
+        master,
+        scanLocality="closest_replica",
+        faultTolerantScan="true",
+        batchSize="2048",
+        scanRequestTimeoutMs="20000",
+        operationTimeoutMs="20000",
+    )
+    assert rows_of(tuned) == expected
+    narrow_reader = spark.read.format("nyala").schema("value double, host string")
+    narrow = narrow_reader.option("nyala.master", master).option("nyala.table", metrics).load()
+    assert narrow.columns == ["value", "host"]
+    assert sorted(tuple(r) for r in narrow.collect()) == sorted((r[2], r[0]) for r in expected)
+
+
+def test_sql_temporary_view(spark: SparkSession, master: str, metrics: str) -> None:
+    register(spark)  # harmless when the source was found automatically
+    options = f"`nyala.master` '{master}', `nyala.table` 'metrics'"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW m USING nyala OPTIONS ({options})")
+    got = spark.sql("SELECT host, count(*) AS n, sum(value) AS s FROM m GROUP BY host ORDER BY host").collect()
+    assert [r["host"] for r in got] == [f"h{i}" for i in range(7)]
+    assert sum(r["n"] for r in got) == ROWS
+    assert spark.sql("SELECT count(*) FROM m WHERE host = 'h0' AND level = 0").collect()[0][0] == len(
+        [i for i in range(ROWS) if i % 7 == 0 and i % 5 == 0]
+    )
+
+
+def test_bad_options_and_missing_tables_are_named(spark: SparkSession, master: str, metrics: str) -> None:
+    cases = {
+        "unknown option 'nyala.tabel'": {"nyala.tabel": "x"},
+        "did you mean 'nyala.batchSize'": {"kudu.batchSize": "10"},
+        "'nyala.operation' must be one of": {"nyala.operation": "merge"},
+        "'nyala.faultTolerantScan' must be true or false": {"nyala.faultTolerantScan": "yes"},
+        "'nyala.splitSizeBytes' must be a positive integer": {"nyala.splitSizeBytes": "-1"},
+        "'nyala.snapshotTimestampMs' is not supported": {"nyala.snapshotTimestampMs": "1"},
+    }
+    for message, options in cases.items():
+        reader = spark.read.format("nyala").option("nyala.master", master).option("nyala.table", metrics)
+        with pytest.raises(PySparkException, match=message):
+            reader.options(**options).load().count()
+    with pytest.raises(PySparkException, match=r"option 'nyala\.table' is required"):
+        spark.read.format("nyala").option("nyala.master", master).load().count()
+    with pytest.raises(PySparkException, match=r"NotFound.*no_such_table|no_such_table.*not found"):
+        load(spark, master, "no_such_table").count()
+
+
+def test_catalog_tables_lose_their_options_and_say_so(spark: SparkSession, master: str, metrics: str) -> None:
+    options = f"`nyala.master` '{master}', `nyala.table` 'metrics'"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS catalog_metrics USING nyala OPTIONS ({options})")
+    try:
+        with pytest.raises(PySparkException, match="use CREATE TEMPORARY VIEW"):
+            spark.sql("SELECT count(*) FROM catalog_metrics").collect()
+    finally:
+        spark.sql("DROP TABLE IF EXISTS catalog_metrics")
