@@ -17,6 +17,13 @@ to protect sources that rely on it.  Nyala's pushdown is only an optimisation, s
 reader's ``pushFilters`` is a descriptor that presents itself as the inherited method to that
 check (see :class:`_PushFilters`): with the setting off Spark never calls it and filters
 every row itself; with it on, Spark calls it and filters only what it hands back.
+
+PySpark 4.3 caches the planned read (reader and partitions) on the relation, and a later
+query on the same DataFrame or temporary view that has no pushable filter reuses the last
+one planned, pushed filters included (``PythonDataSourceV2.getOrCreateReadInfo``).  Nothing
+of the later query reaches Python, so the reader cannot tell; docs/spark.md tells users to
+load a DataFrame (or create the view) per query when pushdown is on, or to set
+``nyala.pushdown`` to false.
 """
 
 from __future__ import annotations
@@ -78,6 +85,8 @@ class NyalaReader(DataSourceReader):
         self.arrow_schema = spark_arrow_schema(schema)
 
     def _push_filters(self, filters: list[Filter]) -> list[Filter]:
+        if not self.options.pushdown:
+            return filters
         self.predicates, rejected = push(filters, self.table_schema)
         return rejected
 
