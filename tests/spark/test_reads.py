@@ -173,3 +173,18 @@ def test_catalog_tables_lose_their_options_and_say_so(spark: SparkSession, maste
             spark.sql("SELECT count(*) FROM catalog_metrics").collect()
     finally:
         spark.sql("DROP TABLE IF EXISTS catalog_metrics")
+
+
+def test_pushdown_false_keeps_a_reused_dataframe_right(spark: SparkSession, master: str, metrics: str) -> None:
+    df = load(spark, master, pushdown="false")
+    assert df.filter("host = 'h3'").count() == ROWS // 7 + 1
+    assert df.count() == ROWS
+    assert df.filter("host = 'h3'").rdd.getNumPartitions() == 12  # nothing pushed, nothing pruned
+
+
+@pytest.mark.xfail(strict=True, reason="PySpark 4.3 reuses a relation's last planned read, pushed filters included")
+def test_pyspark_replans_a_reused_dataframe(spark: SparkSession, master: str, metrics: str) -> None:
+    # Documents the PySpark bug described in docs/spark.md ("Pitfalls"); fails loudly once fixed.
+    df = load(spark, master)
+    assert df.filter("host = 'h3'").count() == ROWS // 7 + 1
+    assert df.count() == ROWS
