@@ -48,6 +48,7 @@ SELECTIVE = "host = 'host-007'"
 
 def session() -> SparkSession:
     python_worker_env()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to loopback, like the cluster
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("nyala-spark-bench")

@@ -28,6 +28,7 @@ PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     session = (
         SparkSession.builder.master("local[2]")
         .appName("nyala-spark-tests")

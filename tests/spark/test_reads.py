@@ -128,6 +128,7 @@ def test_options_and_narrow_schema(spark: SparkSession, master: str, metrics: st
         operationTimeoutMs="20000",
     )
     assert rows_of(tuned) == expected
+    assert spark.read.format("nyala").option("nyala.master", master).load(metrics).count() == ROWS  # path = table
     narrow_reader = spark.read.format("nyala").schema("value double, host string")
     narrow = narrow_reader.option("nyala.master", master).option("nyala.table", metrics).load()
     assert narrow.columns == ["value", "host"]
