@@ -1,0 +1,75 @@
+"""Option parsing, filter translation and the type mapping, without a Spark session or cluster."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringEndsWith, StringStartsWith
+from pyspark.sql.types import ArrayType, DecimalType, IntegerType, TimestampNTZType
+
+from nyala.client import schema
+from nyala.common.errors import InvalidArgument
+from nyala.schema import ColumnType, OpType
+from nyala.spark import nyala_type, parse_options
+from nyala.spark.filters import next_prefix, push
+
+TABLE = schema([("host", "string"), ("n", "int32"), ("on", "bool")], primary_key="host")
+
+
+def test_options_parse_with_defaults_and_kudu_spellings() -> None:
+    parsed = parse_options({"nyala.table": "t", "nyala.operation": "Insert-Ignore", "NYALA.BATCHSIZE": "100"})
+    assert (parsed.table, parsed.operation, parsed.batch_size_bytes) == ("t", OpType.INSERT_IGNORE, 100)
+    assert parsed.leader_only
+    assert parsed.pushdown
+    assert not parsed.fault_tolerant_scan
+    assert parse_options({"path": "from_load"}).table == "from_load"
+    assert parse_options({"nyala.table": "t", "provider": "nyala", "option.nyala.table": "t"}).table == "t"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "option 'nyala.table' is required"),
+        ({"nyala.table": "t", "nyala.scanLocality": "nearest"}, "must be leader_only or closest_replica"),
+        ({"nyala.table": "t", "nyala.batchSize": "big"}, "'nyala.batchSize' must be a positive integer"),
+        ({"nyala.table": "t", "nyala.master": " "}, "'nyala.master' is empty"),
+        ({"nyala.table": "t", "kudu.table": "t"}, "did you mean 'nyala.table'"),
+        ({"nyala.table": "t", "nyala.ignoreNull": "true"}, "'nyala.ignoreNull' is not supported"),
+    ],
+)
+def test_bad_options_are_named(options: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        parse_options(options)
+
+
+def test_only_exact_filters_are_pushed() -> None:
+    pushable = [EqualTo(("n",), 3), In(("host",), ("a", "b")), IsNull(("n",)), StringStartsWith(("host",), "ab")]
+    kept = [
+        Not(EqualTo(("n",), 3)),
+        StringEndsWith(("host",), "z"),
+        GreaterThan(("on",), True),  # booleans only compare with = and !=
+        EqualTo(("n",), "three"),  # a literal that does not fit the column
+        EqualTo(("missing",), 1),
+        In(("n",), (1, None)),
+        EqualTo(("host", "nested"), "x"),
+    ]
+    predicates, rejected = push(pushable + kept, TABLE)
+    assert rejected == kept
+    assert [str(p) for p in predicates] == [
+        "n = 3", "host IN ['a', 'b']", "n IS NULL", "host >= 'ab'", "host < 'ac'",
+    ]  # fmt: skip
+
+
+def test_next_prefix() -> None:
+    assert next_prefix("abc") == "abd"
+    assert next_prefix("a\U0010ffff") == "b"
+    assert next_prefix("\U0010ffff") is None
+    assert next_prefix("x\ud7ff") == "x\ue000"
+
+
+def test_spark_types_without_a_nyala_type_are_named() -> None:
+    assert nyala_type(DecimalType(20, 3), "d") == ColumnType.parse("decimal(20, 3)")
+    assert str(nyala_type(IntegerType(), "i")) == "int32"
+    with pytest.raises(InvalidArgument, match="column 'tags': Spark type array<int> has no Nyala type"):
+        nyala_type(ArrayType(IntegerType()), "tags")
+    with pytest.raises(InvalidArgument, match="cast it to TIMESTAMP"):
+        nyala_type(TimestampNTZType(), "local")
