@@ -36,6 +36,7 @@ if __package__ in (None, ""):
 
 from pyspark.sql import DataFrame, SparkSession
 
+import nyala
 from bench._cluster import Figure, cluster_options, load_average, median, print_table, scratch_dir, spread_leaders
 from nyala.client import AsyncClient, Partitioning
 from nyala.rpc.loop import run
@@ -53,6 +54,7 @@ def session() -> SparkSession:
         SparkSession.builder.master("local[2]")
         .appName("nyala-spark-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config(PUSHDOWN, "true")
@@ -114,12 +116,15 @@ class Bench:
         action()  # warm-up, off the clock
         return median([timed(action) for _ in range(self.args.repeat)])
 
-    def reads(self) -> tuple[float, float]:
+    def reads(self) -> tuple[float, float, float]:
         rows = self.args.rows
         assert self.nyala("metrics").count() == rows, "Nyala lost rows"
         nyala_s = self.repeat(lambda: noop(self.nyala("metrics")))
         parquet_s = self.repeat(lambda: noop(self.spark.read.parquet(self.parquet)))
-        return rows / nyala_s, rows / parquet_s
+        with nyala.connect(self.master) as client:  # what the servers and client deliver, without Spark
+            table = client.open_table("metrics")
+            client_s = self.repeat(lambda: table.scanner().to_arrow())
+        return rows / nyala_s, rows / parquet_s, rows / client_s
 
     def selective(self) -> tuple[float, float, float]:
         expected = self.spark.read.parquet(self.parquet).filter(SELECTIVE).count()
@@ -155,21 +160,22 @@ def main() -> None:
         ):
             bench = Bench(spark, cluster.master_addresses_flag, root, args)
             ingest, ingest_ref = bench.ingest(cluster)
-            read, read_ref = bench.reads()
+            read, read_ref, client_read = bench.reads()
             on_s, off_s, parquet_s = bench.selective()
     finally:
         spark.stop()
-    report(args, ingest, ingest_ref, read, read_ref, on_s, off_s, parquet_s)
+    report(args, ingest, ingest_ref, read, read_ref, client_read, on_s, off_s, parquet_s)
 
 
 def report(
     args: argparse.Namespace,
-    ingest: float, ingest_ref: float, read: float, read_ref: float,
+    ingest: float, ingest_ref: float, read: float, read_ref: float, client_read: float,
     on_s: float, off_s: float, parquet_s: float,
 ) -> None:  # fmt: skip
     figures = [
         Figure("ingest, M rows/s (Nyala: upsert, RF 3, fsync on)", ingest / 1e6, ingest_ref / 1e6, ">= 0.50", 3),
         Figure("full read to the noop sink, M rows/s", read / 1e6, read_ref / 1e6, ">= 0.70", 3),
+        Figure("  the same rows, Python client scan to Arrow (no Spark)", client_read / 1e6, digits=3),
         Figure(f"selective query ({SELECTIVE}), seconds, pushdown on", on_s, parquet_s, "", 3),
         Figure("  the same with pushdown off (Nyala both sides)", on_s, off_s, "lower is better", 3),
     ]
