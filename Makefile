@@ -40,7 +40,7 @@ unit: $(VENV)/.stamp-test
 	$(VENV)/bin/pytest -q tests/unit
 
 demo: $(VENV)/.stamp-test
-	$(PY) demo/run.py --dir ./nyala-data
+	$(PY) demo/pipeline.py --dir ./nyala-data
 
 # Generated modules are committed; run this after editing proto/nyala/*.proto.
 proto: $(VENV)/.stamp-proto
@@ -54,6 +54,7 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/cluster_write_bench.py
 	$(PY) bench/cluster_scan_bench.py
 	$(PY) bench/failover_bench.py
+	$(PY) bench/spark_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data
