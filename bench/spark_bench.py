@@ -40,28 +40,15 @@ import nyala
 from bench._cluster import Figure, cluster_options, load_average, median, print_table, scratch_dir, spread_leaders
 from nyala.client import AsyncClient, Partitioning
 from nyala.rpc.loop import run
-from nyala.spark import create_table, python_worker_env
+from nyala.spark import PUSHDOWN_CONF, create_table, local_session
 from nyala.testing.minicluster import MiniCluster
 
-PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+PUSHDOWN = PUSHDOWN_CONF
 SELECTIVE = "host = 'host-007'"
 
 
 def session() -> SparkSession:
-    python_worker_env()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to loopback, like the cluster
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("nyala-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(PUSHDOWN, "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("nyala-spark-bench")
 
 
 def dataset(spark: SparkSession, rows: int) -> DataFrame:

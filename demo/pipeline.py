@@ -40,7 +40,7 @@ from rich.table import Table as RichTable
 
 import nyala
 from nyala.client import Partitioning
-from nyala.spark import create_table, python_worker_env
+from nyala.spark import create_table, local_session
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 
 console = Console()
@@ -147,20 +147,7 @@ def _cell(value: Any) -> str:
 
 
 def session() -> SparkSession:
-    python_worker_env()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # Spark binds to loopback, like the cluster
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("nyala-pipeline-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("nyala-pipeline-demo", shuffle_partitions=4)
 
 
 def main() -> None:

@@ -7,8 +7,6 @@ registration.  Filter pushdown is on unless a test turns it off.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,27 +18,16 @@ from pyspark.sql import SparkSession
 
 import nyala
 from nyala.client import Client
+from nyala.spark import PUSHDOWN_CONF, local_session
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 
-PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+PUSHDOWN = PUSHDOWN_CONF
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("nyala-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config(PUSHDOWN, "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("FATAL")  # failing tasks are expected; their stack traces are noise
+    # Failing tasks are expected in these tests; their stack traces are noise.
+    session = local_session("nyala-spark-tests", log_level="FATAL")
     try:
         yield session
     finally:

@@ -43,6 +43,7 @@ from .helpers import (
 )
 from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
 from .reader import NyalaReader
+from .session import PUSHDOWN_CONF, local_session
 from .source import NyalaDataSource
 from .typemap import nyala_type, spark_schema, spark_type
 from .writer import NyalaCommitMessage, NyalaWriter, RowErrorsInTask
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_MASTER",
     "OPERATIONS",
     "OPTION_HELP",
+    "PUSHDOWN_CONF",
     "NyalaCommitMessage",
     "NyalaDataSource",
     "NyalaOptions",
@@ -60,6 +62,7 @@ __all__ = [
     "create_table",
     "delete_rows",
     "insert_rows",
+    "local_session",
     "nyala_type",
     "parse_options",
     "python_worker_env",
