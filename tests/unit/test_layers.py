@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "nyala.consensus.core": 0,
     "nyala.placement": 0,
     "nyala.catalog": 0,
+    "nyala.files": 1,
     "nyala.wal": 1,
     "nyala.storage": 1,
     "nyala.rpc": 1,

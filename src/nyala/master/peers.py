@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 from pathlib import Path
 
 from nyala.common.errors import IllegalState, InvalidArgument, NyalaError
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
+from nyala.files import write_atomically
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger
 from nyala.services import GET_MASTER_REGISTRATION
@@ -112,15 +112,5 @@ class MasterPeers:
         return response.instance.permanent_uuid or None
 
     def _save(self) -> None:
-        tmp = self._path.with_name(self._path.name + ".tmp")
         text = json.dumps({u: str(a) for u, a in sorted(self.by_uuid.items())}, indent=1)
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(self._path, text.encode())

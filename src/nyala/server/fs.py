@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nyala.common.errors import Corruption, IllegalState, InvalidArgument
+from nyala.files import write_atomically
 
 __all__ = ["DataDir", "ServerStatus"]
 
@@ -86,14 +87,4 @@ class DataDir:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(path, text.encode())

@@ -5,20 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 
+from nyala.files import fsync_dir
+
 __all__ = ["copy_durably", "fsync_dir", "remove_tablet_files"]
 
 
 def copy_durably(src: str, dst: str) -> None:
     shutil.copyfile(src, dst)
     fd = os.open(dst, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

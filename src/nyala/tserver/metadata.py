@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nyala.common.errors import Corruption, InvalidArgument, NotFound
+from nyala.files import write_atomically
 from nyala.schema import Partition, PartitionSchema, Schema
 
 __all__ = ["META_FILE", "TABLET_ID_PATTERN", "DataState", "MetadataFile", "PendingAlter", "TabletMetadata"]
@@ -123,20 +123,7 @@ class TabletMetadata:
     def save(self, directory: Path) -> None:
         """Replace the metadata file in ``directory`` atomically and durably."""
         data = json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True).encode()
-        path = directory / META_FILE
-        tmp = directory / (META_FILE + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(directory / META_FILE, data)
 
     @classmethod
     def load(cls, directory: Path) -> TabletMetadata:

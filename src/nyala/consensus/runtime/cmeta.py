@@ -8,7 +8,6 @@ index is stored as a hint only: losing its latest value is safe.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from google.protobuf.message import DecodeError
 
 from nyala.common.errors import Corruption, NotFound
 from nyala.consensus.core import HardState, RaftConfig, decode_config, encode_config
+from nyala.files import write_atomically
 from nyala.proto import consensus_pb2
 
 __all__ = ["CMETA_FILE", "ConsensusMetadata"]
@@ -54,17 +54,4 @@ class ConsensusMetadata:
             commit_index=self.hard_state.commit,
         )
         pb.committed_config.ParseFromString(encode_config(self.committed_config))
-        path = directory / CMETA_FILE
-        tmp = directory / f"{CMETA_FILE}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, pb.SerializeToString())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(directory / CMETA_FILE, pb.SerializeToString())
