@@ -77,8 +77,9 @@ def generate(spark: SparkSession, first: int, count: int) -> DataFrame:
         "id",
     ).selectExpr(
         "host", "metric", "ts", "region",
-        # A daily cycle, a per-host level and deterministic noise, rounded to quarters.
-        "round(4 * ((CASE metric WHEN 'cpu_pct' THEN 35 WHEN 'mem_pct' THEN 60 WHEN 'disk_iops' THEN 400"
+        # A daily cycle, a per-host level and deterministic noise, rounded to quarters; the
+        # levels keep the percentages below 100 (at most base x 1.4 x 1.3 + 10).
+        "round(4 * ((CASE metric WHEN 'cpu_pct' THEN 35 WHEN 'mem_pct' THEN 45 WHEN 'disk_iops' THEN 400"
         " ELSE 120 END) * (1 + 0.4 * sin(2 * pi() * (unix_seconds(ts) % 86400) / 86400))"
         " * (0.7 + 0.6 * pmod(hash(host), 100) / 100) + pmod(hash(id), 1000) / 100)) / 4 AS value",
     )  # fmt: skip
