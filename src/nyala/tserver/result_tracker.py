@@ -11,7 +11,9 @@ and tells the tablet the lowest sequence number it still waits for.
 - The leader answers a retry from the record instead of replicating the write again.  Before
   it looks, it has applied every entry of earlier terms (:meth:`TabletReplica.write` waits
   once per term), so a write the previous leader committed is always found; a retry that
-  arrives while the original is still replicating on this leader waits for the original.
+  arrives while the original is still replicating on this leader waits for the original,
+  even when the original's RPC handler was cancelled at its deadline (the replication runs
+  as a task of its own).
 - Forgetting: a client's answers below its ``first_incomplete_seq_no`` are dropped when a
   later write of that client says so; answers older than ``remember_responses_ttl_ms`` and
   clients idle for ``remember_clients_ttl_ms`` are dropped by a sweep (Kudu's flags and
@@ -28,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from nyala.common.errors import Aborted, InvalidArgument
 from nyala.proto import rpc_pb2
@@ -115,7 +118,7 @@ class ResultTracker:
         self._clients: dict[str, _Client] = {}
         self._next_sweep = clock() + _SWEEP_INTERVAL_S
         # Writes this replica, as leader, is replicating now (event loop only).
-        self._in_flight: dict[tuple[str, int], asyncio.Future[tpb.WriteResponsePB]] = {}
+        self._in_flight: dict[tuple[str, int], asyncio.Task[tpb.WriteResponsePB]] = {}
 
     def __len__(self) -> int:
         with self._lock:
@@ -160,21 +163,28 @@ class ResultTracker:
         response.ParseFromString(answer[0])
         return response
 
-    def in_flight(self, request_id: RequestId) -> asyncio.Future[tpb.WriteResponsePB] | None:
+    def in_flight(self, request_id: RequestId) -> asyncio.Task[tpb.WriteResponsePB] | None:
         return self._in_flight.get((request_id.client_id, request_id.seq_no))
 
-    def start(self, request_id: RequestId) -> asyncio.Future[tpb.WriteResponsePB]:
-        """Mark a write as being replicated by this leader; retries wait on the future."""
-        future: asyncio.Future[tpb.WriteResponsePB] = asyncio.get_running_loop().create_future()
-        self._in_flight[(request_id.client_id, request_id.seq_no)] = future
-        return future
+    def start(
+        self, request_id: RequestId, write: Coroutine[Any, Any, tpb.WriteResponsePB]
+    ) -> asyncio.Task[tpb.WriteResponsePB]:
+        """Replicate a write as a task of its own, registered until it ends; retries wait on it.
 
-    def finish(self, request_id: RequestId, future: asyncio.Future[tpb.WriteResponsePB]) -> None:
-        self._in_flight.pop((request_id.client_id, request_id.seq_no), None)
-        if not future.done():
-            future.cancel()
-        elif not future.cancelled():
-            future.exception()  # retrieved, so an unawaited failure is not logged as lost
+        The task outlives the RPC handler that started it: a handler cancelled at its deadline
+        leaves the entry replicating, and a retry must find it here rather than propose the
+        write a second time."""
+        key = (request_id.client_id, request_id.seq_no)
+        task = asyncio.get_running_loop().create_task(write)
+        self._in_flight[key] = task
+
+        def done(finished: asyncio.Task[tpb.WriteResponsePB]) -> None:
+            self._in_flight.pop(key, None)
+            if not finished.cancelled():
+                finished.exception()  # retrieved, so a failure nobody awaits is not logged as lost
+
+        task.add_done_callback(done)
+        return task
 
     def _sweep(self, now: float) -> None:
         self._next_sweep = now + _SWEEP_INTERVAL_S

@@ -153,16 +153,8 @@ class TabletReplica:
         if answer is not None:
             self.duplicate_writes += 1
             return answer
-        future = self.tracker.start(request_id)
-        try:
-            response = await self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
-            future.set_result(response)
-        except BaseException as e:
-            future.set_exception(e)
-            raise
-        finally:
-            self.tracker.finish(request_id, future)
-        return response
+        write = self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
+        return await asyncio.shield(self.tracker.start(request_id, write))
 
     async def _recorded_answer(self, raft: RaftReplica, request_id: RequestId) -> tpb.WriteResponsePB | None:
         """The answer of an earlier attempt of this write, waiting for one still replicating."""

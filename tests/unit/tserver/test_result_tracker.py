@@ -151,3 +151,31 @@ def test_a_refused_tracked_write_is_not_remembered(tmp_path: Path, stores: Table
     assert [e.code for e in again.per_row_errors] == []
     dup = run(tablet.write(memoryview(ops(SCHEMA, OpType.INSERT, rows(1))), 0, LIMITS, MAX_BYTES, RequestId("c", 9, 9)))
     assert [e.code for e in dup.per_row_errors] == [rpc_pb2.ALREADY_PRESENT]
+
+
+def test_a_retry_after_the_first_handler_was_cancelled_is_not_proposed_again(
+    tmp_path: Path, stores: TabletStoreManager
+) -> None:
+    # The RPC server cancels a handler at its deadline; the entry it proposed may still
+    # commit, so the retry must wait for that replication instead of proposing the write again.
+    tablet, raft = make_tablet(tmp_path, stores, metadata())
+    raft.delay = asyncio.Event()
+    rid = RequestId("client", 1, 1)
+    batch = memoryview(ops(SCHEMA, OpType.INSERT, rows(7)))
+
+    async def cancel_then_retry() -> tpb.WriteResponsePB:
+        first = asyncio.ensure_future(tablet.write(batch, 0, LIMITS, MAX_BYTES, rid))
+        await asyncio.sleep(0)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        retry = asyncio.ensure_future(tablet.write(batch, 0, LIMITS, MAX_BYTES, rid))
+        await asyncio.sleep(0)
+        assert raft.delay is not None
+        raft.delay.set()
+        return await retry
+
+    answer = run(cancel_then_retry())
+    assert [e.code for e in answer.per_row_errors] == []
+    assert len(raft.payloads) == 1
+    assert scan_ids(tablet) == [7]

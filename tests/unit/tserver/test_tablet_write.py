@@ -55,10 +55,14 @@ class StandInRaft:
     async def replicate(self, payload: bytes) -> EntryResult:
         if self.refuse is not None:
             raise self.refuse
+        # Proposed: the entry is in the log and commits whatever becomes of this caller.
+        self.payloads.append(payload)
+        return await asyncio.shield(asyncio.ensure_future(self._commit(payload)))
+
+    async def _commit(self, payload: bytes) -> EntryResult:
         if self.delay is not None:
             await self.delay.wait()
         self.index += 1
-        self.payloads.append(payload)
         return self.machine.apply([LogEntry(1, self.index, EntryType.WRITE, payload)])[0]
 
 
