@@ -6,7 +6,9 @@ table (id BIGINT PRIMARY KEY, ts, host, metric, c1..c4) and a one-row applied-in
 upserts; DELETE = ANY; SELECT ... to Arrow) with the applied index updated in the same
 transaction.  Nyala decodes and validates the Raft payload, detects duplicate keys, reports
 per-row errors, and plans the statements itself; payloads are encoded before the clock starts,
-as they arrive already encoded from the client.
+as they arrive already encoded from the client.  Nyala's inserts and whole-row upserts go to
+the tablet's MemRowSet and reach DuckDB in flushes; every timed round ends with a flush, so
+both sides end each round with the same rows durable in DuckDB.
 
     .venv/bin/python bench/storage_bench.py [--rows 2000000] [--ops 200000] [--group 10]
 """
@@ -150,6 +152,8 @@ class Nyala:
             for result in self.store.apply(entries):
                 if result.error is not None or result.row_errors:
                     raise AssertionError(f"unexpected result {result}")
+        # Timed rounds end with every row in DuckDB, durable, as on the plain side.
+        self.store.flush()
 
     def scan(self, **kw: object) -> pa.Table:
         return self.store.scan(ScanSpec(**kw)).read_all()  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def main() -> None:
             if result.row_errors or result.error is not None:
                 raise SystemExit(f"unexpected result {result}")
         i += len(group)
-        print(store.applied_index(), flush=True)
+        print(store.durable_index(), flush=True)
 
 
 if __name__ == "__main__":

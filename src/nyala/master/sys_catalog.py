@@ -62,9 +62,9 @@ class SysCatalogStore:
     def open(cls, directory: Path, *, checkpoint_wal_bytes: int = 16 << 20) -> SysCatalogStore:
         """Open the catalog tablet in ``directory``, creating it empty on first start."""
         # One thread and a small buffer pool: the catalog is small, and DuckDB would take 80% of RAM.
-        manager = TabletStoreManager(
-            str(directory), StorageOptions(storage_threads=1, storage_memory_limit_bytes=256 << 20)
-        )
+        # No MemRowSet: catalog writes are few, and each must be durable once applied.
+        options = StorageOptions(storage_threads=1, storage_memory_limit_bytes=256 << 20, flush_threshold_rows=0)
+        manager = TabletStoreManager(str(directory), options)
         try:
             try:
                 store = manager.open_tablet(SYS_CATALOG_ID)
@@ -86,7 +86,7 @@ class SysCatalogStore:
     # -- StateMachine ------------------------------------------------------------------------
 
     def applied_index(self) -> int:
-        return self._store.applied_index()
+        return self._store.durable_index()  # no MemRowSet here: every apply is durable
 
     def apply(self, entries: Sequence[LogEntry]) -> list[None]:
         """Apply committed catalog writes in one store transaction (rows + applied index)."""

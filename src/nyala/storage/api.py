@@ -79,8 +79,11 @@ class TabletSnapshot:
 
 
 class TabletStore(Protocol):
-    """One tablet's rows.  ``apply``, ``alter_schema``, ``checkpoint`` and ``snapshot``
-    serialise on the tablet; scans run concurrently from any thread."""
+    """One tablet's rows.  ``apply``, ``alter_schema``, ``flush``, ``checkpoint`` and
+    ``snapshot`` serialise on the tablet; scans run concurrently from any thread.
+
+    ``applied_index`` is what scans see; ``durable_index`` (at most as far) is what survives
+    a crash, so the owner replays its log after it on restart."""
 
     @property
     def tablet_id(self) -> str: ...
@@ -90,11 +93,15 @@ class TabletStore(Protocol):
 
     def applied_index(self) -> int: ...
 
+    def durable_index(self) -> int: ...
+
     def apply(self, entries: Sequence[ApplyEntry]) -> list[EntryResult]: ...
 
     def alter_schema(self, new_schema: Schema, index: int) -> None: ...
 
     def scan(self, spec: ScanSpec) -> Scanner: ...
+
+    def flush(self, older_than_s: float = 0.0) -> bool: ...
 
     def checkpoint(self) -> bool: ...
 

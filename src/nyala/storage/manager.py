@@ -43,6 +43,19 @@ class StorageOptions:
         "compact than 16 KiB once a tablet holds a million rows).",
         "advanced",
     )
+    flush_threshold_rows: int = setting(
+        100_000,
+        "Rows a tablet's MemRowSet holds before it is flushed to the tablet's DuckDB file in one "
+        "transaction; 0 applies every batch straight to DuckDB (no MemRowSet).",
+    )
+    flush_threshold_mb: int = setting(
+        32, "Arrow data a tablet's MemRowSet holds before it is flushed, in MiB (Kudu: flush_threshold_mb)."
+    )
+    flush_threshold_secs: float = setting(
+        60.0,
+        "Age of the oldest row in a MemRowSet after which the tablet server's maintenance flushes it "
+        "(Kudu: flush_threshold_secs); bounds how much Raft log a restart replays.",
+    )
     small_tablet_block_size_bytes: int = setting(
         16384,
         "Block size of tablets created as small (such as the catalog tablet), in bytes; a 1,000-row "

@@ -5,22 +5,32 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 import pyarrow as pa
 
-from nyala.common.errors import Corruption, IllegalState, InvalidArgument, IOFailure, NyalaError, StorageError
-from nyala.schema import Schema, decode_row_operations
+from nyala.common.errors import (
+    AlreadyPresent,
+    Corruption,
+    IllegalState,
+    InvalidArgument,
+    IOFailure,
+    NyalaError,
+    StorageError,
+)
+from nyala.schema import OpType, Schema, decode_row_operations
 
 from .alter import alter_statements
 from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
 from .execute import Conflict, PlanExecutor
 from .files import copy_durably, fsync_dir
-from .plan import Part
+from .memrowset import Key, MemRowSet, key_list
+from .plan import ROW_COLUMN, Part, show_key
 from .scanner import DuckDBScanner
-from .sql import create_table_sql, quote, where_clause
+from .sql import create_table_sql, duck_table, quote, where_clause
 
 if TYPE_CHECKING:
     from .manager import TabletStoreManager
@@ -31,6 +41,9 @@ FORMAT_VERSION = 1
 ROWS = "rows"
 META = "nyala_meta"
 T = TypeVar("T")
+# What the MemRowSet takes: whole new rows.  UPDATE and DELETE go to DuckDB (after a flush).
+_IN_MEMORY_OPS = frozenset({OpType.INSERT, OpType.INSERT_IGNORE, OpType.UPSERT, OpType.UPSERT_IGNORE})
+_NAIVE_TS = pa.timestamp("us")
 
 
 def create_tables(conn: duckdb.DuckDBPyConnection, alias: str, tablet_id: str, schema: Schema) -> None:
@@ -76,6 +89,15 @@ class DuckDBTabletStore:
         self._closed = False
         self._rows = f"{alias}.{ROWS}"
         self._schema, self._applied = self._read_meta()
+        self._durable = self._applied
+        options = manager.options
+        self._flush_rows = options.flush_threshold_rows
+        self._flush_bytes = options.flush_threshold_mb << 20
+        self._mrs = self._new_memrowset() if self._flush_rows > 0 else None
+        self._mrs_since = 0.0  # monotonic time of the MemRowSet's oldest row
+        # The smallest and largest key in DuckDB, or None when it holds no row: a key outside
+        # them needs no DuckDB probe.  Deletes never shrink them; they only have to contain.
+        self._disk_bounds = self._read_key_bounds() if self._mrs is not None else None
 
     @property
     def tablet_id(self) -> str:
@@ -86,7 +108,17 @@ class DuckDBTabletStore:
         return self._schema
 
     def applied_index(self) -> int:
+        """The last index applied; scans see it.  Beyond :meth:`durable_index` it lives only in
+        the MemRowSet."""
         return self._applied
+
+    def durable_index(self) -> int:
+        """The last index whose effects are in the DuckDB file: a restart replays the Raft log
+        after it."""
+        return self._durable
+
+    def memrowset_rows(self) -> int:
+        return len(self._mrs) if self._mrs is not None else 0
 
     def wal_size_bytes(self) -> int:
         """Size of this tablet's DuckDB WAL: what a checkpoint would fold into the file."""
@@ -153,13 +185,18 @@ class DuckDBTabletStore:
                 return []
             results = [EntryResult(e.index) for e in entries]
             parts, starts, owners = self._decode(entries, results)
-            errors = self._apply_optimistically(parts, entries[-1].index)
+            errors = self._apply_in_memory(parts, entries[0].index)
+            if errors is None:
+                errors = self._apply_optimistically(parts, entries[-1].index)
             for row, error in errors.items():
                 i = bisect.bisect_right(starts, row) - 1
                 results[owners[i]].row_errors.append(RowError(row - starts[i], error))
             for r in results:
                 r.row_errors.sort(key=lambda e: e.row)
             self._applied = entries[-1].index
+            mrs = self._mrs
+            if mrs is not None and (len(mrs) >= self._flush_rows or mrs.nbytes >= self._flush_bytes):
+                self._flush_locked()
             return results
 
     def _check_indices(self, indices: Sequence[int]) -> None:
@@ -209,16 +246,182 @@ class DuckDBTabletStore:
 
         def attempt(careful: bool) -> dict[int, NyalaError]:
             executor = PlanExecutor(self._cur, self._schema, self._rows, self._tablet_id, careful)
-            return self._transaction(lambda: executor.apply_parts(parts), index)
+
+            def body() -> dict[int, NyalaError]:
+                self._write_memrowset()  # the plan must see the rows held in memory
+                return executor.apply_parts(parts)
+
+            return self._transaction(body, index)
 
         try:
-            return self._guard("apply", lambda: attempt(False))
+            errors = self._guard("apply", lambda: attempt(False))
         except (Conflict, duckdb.ConstraintException):
-            pass
-        try:
-            return self._guard("apply", lambda: attempt(True))
-        except duckdb.ConstraintException as e:
-            raise AssertionError(f"tablet {self._tablet_id}: planned statements broke a key constraint: {e}") from e
+            try:
+                errors = self._guard("apply", lambda: attempt(True))
+            except duckdb.ConstraintException as e:
+                raise AssertionError(f"tablet {self._tablet_id}: planned statements broke a key constraint: {e}") from e
+        self._flushed(index, [self._keys_of(p.table) for p in parts] if self._mrs is not None else ())
+        return errors
+
+    # --- the MemRowSet ----------------------------------------------------------------
+
+    def _new_memrowset(self) -> MemRowSet:
+        fields = [
+            pa.field(c.name, _NAIVE_TS if pa.types.is_timestamp(c.arrow_type) else c.arrow_type)
+            for c in self._schema.columns
+        ]
+        return MemRowSet(self._schema.key_names, pa.schema(fields))
+
+    def _read_key_bounds(self) -> tuple[Key, Key] | None:
+        keys = ", ".join(quote(k) for k in self._schema.key_names)
+        desc = ", ".join(f"{quote(k)} DESC" for k in self._schema.key_names)
+        sql = f"(SELECT {keys} FROM {self._rows} ORDER BY {keys} LIMIT 1) UNION ALL "
+        sql += f"(SELECT {keys} FROM {self._rows} ORDER BY {desc} LIMIT 1)"
+        table = self._guard("read key bounds", lambda: self._cur.sql(sql).to_arrow_table())
+        bounds = key_list(table, self._schema.key_names)
+        return (min(bounds), max(bounds)) if bounds else None
+
+    def _keys_of(self, table: pa.Table) -> list[Key]:
+        key_names = self._schema.key_names
+        return key_list(duck_table(table.select(key_names)), key_names)
+
+    def _maybe_on_disk(self, key: Key) -> bool:
+        bounds = self._disk_bounds
+        return bounds is not None and bool(bounds[0] <= key <= bounds[1])
+
+    def _apply_in_memory(self, parts: list[Part], first_index: int) -> dict[int, NyalaError] | None:
+        """Apply inserts and whole-row upserts to the MemRowSet, or return None when the group
+        needs DuckDB (updates, deletes, partial upserts, a key twice in the group)."""
+        mrs = self._mrs
+        if mrs is None or not parts:
+            return None
+        non_key = {c.name for c in self._schema.columns[self._schema.key_column_count :]}
+        for part in parts:
+            if part.only_op not in _IN_MEMORY_OPS:
+                return None
+            if part.only_op.base is OpType.UPSERT and not non_key.issubset(part.columns):
+                return None
+        keys = [self._keys_of(part.table) for part in parts]
+        distinct = {k for part_keys in keys for k in part_keys}
+        if len(distinct) != sum(map(len, keys)):
+            return None
+        maybe = [k for k in distinct if k not in mrs and self._maybe_on_disk(k)]
+        on_disk = self._guard("probe keys", lambda: self._probe(maybe))
+        errors: dict[int, NyalaError] = {}
+        for part, part_keys in zip(parts, keys, strict=True):
+            assert part.only_op is not None
+            self._add_part(part, part.only_op, part_keys, on_disk, errors, first_index)
+        if not self._mrs_since:
+            self._mrs_since = time.monotonic()
+        return errors
+
+    def _add_part(
+        self,
+        part: Part,
+        op: OpType,
+        keys: list[Key],
+        on_disk: set[Key],
+        errors: dict[int, NyalaError],
+        index: int,
+    ) -> None:
+        mrs = self._mrs
+        assert mrs is not None
+        table = part.table
+        if op.base is OpType.UPSERT:
+            mrs.add(self._whole_rows(table), keys, [k for k in keys if k in on_disk], index)
+            return
+        present = [k in mrs or k in on_disk for k in keys]
+        if any(present):
+            if not op.ignores_errors:
+                rows = table.column(ROW_COLUMN).to_pylist()
+                for row, key, hit in zip(rows, keys, present, strict=True):
+                    if hit:
+                        shown = key if isinstance(key, tuple) else (key,)
+                        errors[row] = AlreadyPresent(f"key {show_key(self._schema, shown)} already present")
+            table = table.filter(pa.array([not p for p in present]))
+            keys = [k for k, p in zip(keys, present, strict=True) if not p]
+        if keys:
+            mrs.add(self._whole_rows(table), keys, (), index)
+
+    def _whole_rows(self, table: pa.Table) -> pa.Table:
+        """Every schema column in order (defaults for unset ones), in the MemRowSet's form."""
+        mrs = self._mrs
+        assert mrs is not None
+        n = table.num_rows
+        present = set(table.column_names)
+        arrays = []
+        for col in self._schema.columns:
+            if col.name in present:
+                arrays.append(table.column(col.name))
+            elif col.default is None:
+                arrays.append(pa.chunked_array([pa.nulls(n, col.arrow_type)]))
+            else:
+                arrays.append(pa.chunked_array([pa.repeat(pa.scalar(col.default, col.arrow_type), n)]))
+        whole = duck_table(pa.table(arrays, names=self._schema.names))
+        return pa.Table.from_arrays(whole.columns, schema=mrs.schema)
+
+    def _probe(self, keys: list[Key]) -> set[Key]:
+        """Which of ``keys`` DuckDB holds (one query)."""
+        if not keys:
+            return set()
+        mrs = self._mrs
+        assert mrs is not None
+        key_names = self._schema.key_names
+        key_fields = [mrs.schema.field(k) for k in key_names]
+        columns = [keys] if len(key_names) == 1 else [list(c) for c in zip(*keys, strict=True)]
+        _p = pa.table([pa.array(c, f.type) for c, f in zip(columns, key_fields, strict=True)], names=key_names)
+        cols = ", ".join(f"r.{quote(k)}" for k in key_names)
+        join = " AND ".join(f"r.{quote(k)} = _p.{quote(k)}" for k in key_names)
+        sql = f"SELECT {cols} FROM {self._rows} AS r, _p WHERE {join}"
+        found = self._cur.sql(sql).to_arrow_table()  # finds ``_p`` in this frame
+        return set(key_list(found.rename_columns(key_names), key_names))
+
+    def _write_memrowset(self) -> None:
+        """Inside the caller's transaction: replace the shadowed DuckDB rows and insert the
+        MemRowSet's rows."""
+        mrs = self._mrs
+        if mrs is None or not len(mrs):
+            return
+        key_names = self._schema.key_names
+        if mrs.shadowed:
+            _s = mrs.shadowed_keys()
+            join = " AND ".join(f"r.{quote(k)} = _s.{quote(k)}" for k in key_names)
+            self._cur.execute(f"DELETE FROM {self._rows} AS r USING _s WHERE {join}")
+        _m = mrs.live_rows()
+        names = ", ".join(quote(c) for c in self._schema.names)
+        self._cur.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _m")
+
+    def _flushed(self, index: int, other_keys: Sequence[Sequence[Key]] = ()) -> None:
+        """After a commit that wrote the MemRowSet (and maybe ``other_keys``) to DuckDB."""
+        mrs = self._mrs
+        if mrs is None:
+            self._durable = index
+            return
+        candidates = [b for b in (self._disk_bounds, mrs.key_bounds()) if b is not None]
+        candidates += [(min(ks), max(ks)) for ks in other_keys if ks]
+        if candidates:
+            self._disk_bounds = (min(b[0] for b in candidates), max(b[1] for b in candidates))
+        mrs.clear()
+        self._mrs_since = 0.0
+        self._durable = index
+
+    def _flush_locked(self) -> None:
+        if self._durable == self._applied:
+            return
+        self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
+        self._flushed(self._applied)
+
+    def flush(self, older_than_s: float = 0.0) -> bool:
+        """Write the MemRowSet to DuckDB in one transaction when its oldest row is at least
+        ``older_than_s`` old; True when it did.  Afterwards ``durable_index() == applied_index()``."""
+        with self._lock:
+            self._check_usable()
+            if self._durable == self._applied:
+                return False
+            if older_than_s and self._mrs_since and time.monotonic() - self._mrs_since < older_than_s:
+                return False
+            self._flush_locked()
+            return True
 
     def alter_schema(self, new_schema: Schema, index: int) -> None:
         """Move to ``new_schema`` (columns matched by id) in one transaction with ``index``."""
@@ -228,12 +431,16 @@ class DuckDBTabletStore:
             statements = alter_statements(self._rows, self._schema, new_schema)
 
             def body() -> None:
+                self._write_memrowset()  # in the old schema, before the columns change
                 for sql, params in statements:
                     self._cur.execute(sql, params)
                 self._cur.execute(f"UPDATE {self.alias}.{META} SET schema = ?", [new_schema.to_json().decode()])
 
             self._guard("alter schema", lambda: self._transaction(body, index))
+            self._flushed(index)
             self._schema, self._applied = new_schema, index
+            if self._mrs is not None:
+                self._mrs = self._new_memrowset()
 
     # --- maintenance ------------------------------------------------------------------
 
@@ -263,6 +470,7 @@ class DuckDBTabletStore:
         """
         with self._lock:
             self._check_usable()
+            self._flush_locked()
             self._checkpoint_locked()
             os.makedirs(dest_dir, exist_ok=True)
             files = []
@@ -293,16 +501,59 @@ class DuckDBTabletStore:
         if spec.batch_size_rows < 1:
             raise InvalidArgument(f"scan batch size must be >= 1, got {spec.batch_size_rows}")
         where, params = where_clause(predicates, key_range, schema)
-        sql = f"SELECT {', '.join(quote(c) for c in projection)} FROM {self._rows}{where}"
+        cursor = self._manager.cursor()
+        try:
+            reader = self._guard("scan", lambda: self._start_scan(cursor, spec, schema, projection, where, params))
+        except BaseException:
+            cursor.close()
+            raise
+        return DuckDBScanner(self, cursor, reader, pa.schema(fields))
+
+    def _start_scan(
+        self,
+        cursor: duckdb.DuckDBPyConnection,
+        spec: ScanSpec,
+        schema: Schema,
+        projection: list[str],
+        where: str,
+        params: list[object],
+    ) -> pa.RecordBatchReader:
+        mrs = self._mrs
+        if mrs is None or not len(mrs):
+            # Everything applied so far is in DuckDB; rows a later flush adds are a newer
+            # consistent state, which a scan starting now may see.
+            return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)
+        with self._lock:
+            if mrs is not self._mrs or not len(mrs):  # flushed, or the schema changed, meanwhile
+                return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)
+            # DuckDB's snapshot and the MemRowSet's rows must be of the same moment: pin the
+            # snapshot with a first read before a flush can commit.
+            cursor.execute("BEGIN")
+            cursor.execute(f"SELECT 1 FROM {self._rows} LIMIT 0").fetchall()
+            cursor.register("_nyala_mrs", mrs.live_rows())
+            source = f"SELECT {', '.join(map(quote, schema.names))} FROM "
+            hidden = ""
+            if mrs.shadowed:
+                cursor.register("_nyala_shadowed", mrs.shadowed_keys())
+                join = " AND ".join(f"r.{quote(k)} = s.{quote(k)}" for k in schema.key_names)
+                hidden = f" AS r ANTI JOIN _nyala_shadowed AS s ON {join}"
+            union = f"({source}{self._rows}{hidden} UNION ALL {source}_nyala_mrs) AS nyala_rows"
+        return self._run_scan(cursor, spec, schema, projection, union, where, params)
+
+    @staticmethod
+    def _run_scan(
+        cursor: duckdb.DuckDBPyConnection,
+        spec: ScanSpec,
+        schema: Schema,
+        projection: list[str],
+        source: str,
+        where: str,
+        params: list[object],
+    ) -> pa.RecordBatchReader:
+        sql = f"SELECT {', '.join(quote(c) for c in projection)} FROM {source}{where}"
         if spec.ordered:
             sql += " ORDER BY " + ", ".join(quote(k) for k in schema.key_names)
         if spec.limit is not None:
             sql += " LIMIT ?"
             params.append(spec.limit)
-        cursor = self._manager.cursor()
-        try:
-            reader = self._guard("scan", lambda: cursor.sql(sql, params=params).to_arrow_reader(spec.batch_size_rows))
-        except BaseException:
-            cursor.close()
-            raise
-        return DuckDBScanner(self, cursor, reader, pa.schema(fields))
+        return cursor.sql(sql, params=params).to_arrow_reader(spec.batch_size_rows)

@@ -39,6 +39,7 @@ from nyala.tserver.tablet import TabletReplica
 __all__ = ["TabletManager"]
 
 log = logging.getLogger("nyala.tserver")
+_FLUSHABLE = frozenset({tpb.RUNNING, tpb.STOPPING})
 
 TABLETS_DIR = "tablets"
 STORES_DIR = "stores"
@@ -277,6 +278,17 @@ class TabletManager:
 
     # -- maintenance and shutdown ---------------------------------------------------------------------
 
+    async def flush_old_memrowsets(self, older_than_s: float) -> None:
+        """Flush MemRowSets whose oldest row has waited ``older_than_s``: bounds the Raft log
+        a restart replays and the log segments kept for it."""
+        for tablet in self.tablets():
+            store = tablet.store
+            if store is not None and tablet.state in _FLUSHABLE and store.durable_index() < store.applied_index():
+                try:
+                    await asyncio.to_thread(store.flush, older_than_s)
+                except NyalaError as e:
+                    log.warning("flush of tablet %s failed: %s", tablet.tablet_id, e)
+
     async def checkpoint_large_tablets(self, threshold_bytes: int) -> None:
         """Fold big storage WALs into their files: bounds restart time and reclaims space."""
         for tablet in self.tablets():
@@ -292,6 +304,7 @@ class TabletManager:
             if tablet.raft is not None:
                 await tablet.raft.close()
             tablet.set_state(tpb.STOPPING)
+        await self.flush_old_memrowsets(0.0)  # so a clean restart has no log to replay
         await asyncio.to_thread(self.stores.close)
 
 

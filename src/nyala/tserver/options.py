@@ -49,7 +49,7 @@ class TabletServerOptions(ServerOptions):
         "advanced",
     )
     maintenance_interval_ms: int = setting(
-        10_000, "How often the maintenance task looks for tablets to checkpoint.", "advanced"
+        10_000, "How often the maintenance task looks for MemRowSets to flush and tablets to checkpoint.", "advanced"
     )
     remember_responses_ttl_ms: int = setting(
         600_000,

@@ -80,4 +80,5 @@ class TabletServer(ServerBase):
         interval = self.tserver_options.maintenance_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
+            await self.tablets.flush_old_memrowsets(self.tserver_options.storage.flush_threshold_secs)
             await self.tablets.checkpoint_large_tablets(self.tserver_options.tablet_checkpoint_wal_size_bytes)

@@ -60,7 +60,8 @@ class TabletStateMachine:
         self.tracker = tracker if tracker is not None else ResultTracker()
 
     def applied_index(self) -> int:
-        return self._store.applied_index()
+        # The runtime's "applied" is what survives a restart; the MemRowSet's rows do not.
+        return self._store.durable_index()
 
     def apply(self, entries: Sequence[LogEntry]) -> list[EntryResult]:
         results: list[EntryResult] = []

@@ -188,3 +188,64 @@ def test_scans_filter_like_the_model(
     got = store.scan(spec).read_all().to_pylist()
     assert got == [{c: r[c] for c in ("k", "v", "t")} for r in want][:limit]
     store.close()
+
+
+FAST_OPS = [OpType.INSERT, OpType.INSERT_IGNORE, OpType.UPSERT, OpType.UPSERT_IGNORE]
+
+
+@st.composite
+def mostly_in_memory_entries(draw: st.DrawFn, schema: Schema) -> tuple[list[OpType], list[dict[str, Any]]]:
+    """Entries the MemRowSet takes (one op of inserts or whole-row upserts), now and then
+    an entry of any kind, which sends the group through DuckDB."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(entries(schema))
+    op = draw(st.sampled_from(FAST_OPS))
+    n = draw(st.integers(1, 5))
+    rows = []
+    for _ in range(n):
+        row = draw(_key_values(schema))
+        for c in NON_KEY if op.base is OpType.UPSERT else draw(st.lists(st.sampled_from(NON_KEY), unique=True)):
+            row[c] = draw(VALUES[c])
+        rows.append(row)
+    return [op] * n, rows
+
+
+@pytest.mark.parametrize("schema", [SINGLE, COMPOSITE], ids=["single-key", "composite-key"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_memrowset_flushes_and_replay_match_the_model(
+    tmp_path_factory: pytest.TempPathFactory, schema: Schema, data: st.DataObject
+) -> None:
+    """Applies that stay in memory, flushes at random points (and by size), scans in between,
+    then a restart that loses the MemRowSet and replays the entries after the durable index."""
+    batches = data.draw(st.lists(mostly_in_memory_entries(schema), min_size=1, max_size=10), label="entries")
+    flush_after = data.draw(st.sets(st.integers(1, len(batches))), label="flush after")
+    threshold = data.draw(st.sampled_from([4, 1000]), label="flush threshold rows")
+    payloads = [ApplyEntry(i + 1, make_row_operations(schema, ops, rows)) for i, (ops, rows) in enumerate(batches)]
+    model = Model(schema)
+    directory = str(tmp_path_factory.mktemp("mrs"))
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=threshold)
+    first_results: dict[int, list[tuple[int, type]]] = {}
+    with TabletStoreManager(directory, options) as manager:
+        store = manager.create_tablet("t", schema)
+        for entry, (ops, rows) in zip(payloads, batches, strict=True):
+            outcomes = [model.apply(op, row) for op, row in zip(ops, rows, strict=True)]
+            expected = [(i, e) for i, e in enumerate(outcomes) if e is not None]
+            (result,) = store.apply([entry])
+            first_results[entry.index] = [(e.row, type(e.error)) for e in result.row_errors]
+            assert first_results[entry.index] == expected
+            assert store.scan(ScanSpec(ordered=True)).read_all().to_pylist() == model.sorted_rows()
+            if entry.index in flush_after:
+                store.flush()
+                assert store.durable_index() == entry.index
+        durable = store.durable_index()
+        assert durable <= store.applied_index() == len(batches)
+    with TabletStoreManager(directory, options) as manager:  # the MemRowSet is gone
+        store = manager.open_tablet("t")
+        assert store.applied_index() == durable
+        for entry in payloads[durable:]:
+            (result,) = store.apply([entry])
+            assert [(e.row, type(e.error)) for e in result.row_errors] == first_results[entry.index]
+        assert store.scan(ScanSpec(ordered=True)).read_all().to_pylist() == model.sorted_rows()
+        ordered_keys = store.scan(ScanSpec(projection=schema.key_names, ordered=True, limit=3)).read_all()
+        assert ordered_keys.to_pylist() == [{k: r[k] for k in schema.key_names} for r in model.sorted_rows()][:3]
