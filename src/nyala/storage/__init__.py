@@ -8,10 +8,17 @@ Theory of operation:
   NotFound), never the others.
 - A tablet file has two tables: ``rows`` (the schema's columns, primary key enforced by
   DuckDB) and ``nyala_meta`` (format version, tablet id, applied Raft index, schema JSON).
-- :meth:`DuckDBTabletStore.apply` takes committed Raft entries, decodes and validates their
-  row operations, plans them as a few set-based statements (:mod:`.plan`), and runs those plus
-  ``UPDATE nyala_meta SET applied_index`` in ONE transaction.  After a crash the tablet holds
-  exactly the entries up to its applied index, so bootstrap replays the Raft log after it.
+- :meth:`DuckDBTabletStore.apply` takes committed Raft entries and decodes and validates their
+  row operations.  What DuckDB must do is planned as a few set-based statements (:mod:`.plan`)
+  and run with ``UPDATE nyala_meta SET applied_index`` in ONE transaction.  After a crash the
+  file holds exactly the entries up to that (durable) index, so bootstrap replays the Raft
+  log after it.
+- Inserts and whole-row upserts go first to an in-memory MemRowSet (:mod:`.memrowset`), as in
+  Kudu, because each DuckDB transaction costs milliseconds of CPU however few rows it holds.
+  It is flushed to DuckDB in one transaction by size, by age and before anything else
+  touches DuckDB; scans union it with DuckDB.  ``applied_index`` counts it,
+  ``durable_index`` (the one stored in ``nyala_meta``) does not, and the Raft log after the
+  durable index is replayed on restart.
 - DuckDB's own WAL makes each commit durable (fsync); ``checkpoint_threshold`` is set high
   and the tablet server checkpoints each tablet explicitly (:meth:`checkpoint`), which bounds
   restart time and avoids DuckDB's checkpoint-per-commit trap.
@@ -20,7 +27,7 @@ Theory of operation:
   are pushed into parameterised SQL (:mod:`.sql`).
 
 Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet files),
-:mod:`.store` (one tablet), :mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`,
+:mod:`.store` (one tablet), :mod:`.memrowset`, :mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`,
 :mod:`.alter` (schema DDL), :mod:`.sql` and :mod:`.files` (helpers).
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
