@@ -203,6 +203,51 @@ def test_scans_from_threads_during_applies_see_whole_entries(manager: TabletStor
     assert len(scan_rows(store, projection=["id"])) == 2000
 
 
+def test_scans_during_memrowset_flushes_see_each_row_once(tmp_path: Path) -> None:
+    """Scans racing applies that flush every few entries, with upserts shadowing DuckDB rows:
+    each scan sees whole entries and every key once (DuckDB's snapshot and the MemRowSet's
+    rows are taken at the same moment)."""
+    options = StorageOptions(storage_threads=2, flush_threshold_rows=250)
+    scans: list[list[int]] = []
+    failures: list[BaseException] = []
+    done = threading.Event()
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.create_tablet("flushes", SCHEMA)
+
+        def reader() -> None:
+            try:
+                while not done.is_set():
+                    scans.append(store.scan(ScanSpec(projection=["id"])).read_all()["id"].to_pylist())
+            except BaseException as e:
+                failures.append(e)
+
+        threads = [threading.Thread(target=reader) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            index = 0
+            for i in range(20):
+                index += 1
+                insert(store, index, range(i * 100, (i + 1) * 100))
+                index += 1
+                rows = [{"id": k, "v": -1.0, "s": "again"} for k in range(0, (i + 1) * 100, 7)]
+                (result,) = store.apply([ApplyEntry(index, make_row_operations(SCHEMA, OpType.UPSERT, rows))])
+                assert result.row_errors == []
+        finally:
+            done.set()
+            for t in threads:
+                t.join(30)
+        assert not failures
+        assert scans
+        for ids in scans:
+            assert len(ids) % 100 == 0
+            assert len(set(ids)) == len(ids)
+        assert store.durable_index() > 0
+        final = scan_rows(store)
+        assert [r["id"] for r in final] == list(range(2000))
+        assert all(r["v"] == -1.0 for r in final if r["id"] % 7 == 0)
+
+
 def test_bad_scan_requests_are_refused(manager: TabletStoreManager) -> None:
     store = manager.create_tablet("badscan", SCHEMA)
     with pytest.raises(InvalidArgument, match="unknown column 'nope'"):
