@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import os
@@ -174,32 +175,40 @@ def test_a_scan_sees_one_state_while_writes_continue(manager: TabletStoreManager
     assert len(scan_rows(store, projection=["id"])) == 6000
 
 
-def test_scans_from_threads_during_applies_see_whole_entries(manager: TabletStoreManager) -> None:
-    store = manager.create_tablet("threads", SCHEMA)
-    counts: list[int] = []
+@contextlib.contextmanager
+def scanning_ids(store: TabletStore, threads: int = 2) -> Iterator[list[list[int]]]:
+    """Threads that scan every id of ``store`` over and over until the block ends; yields
+    each scan's ids and fails if a scan failed."""
+    scans: list[list[int]] = []
     failures: list[BaseException] = []
     done = threading.Event()
 
     def reader() -> None:
         try:
             while not done.is_set():
-                counts.append(store.scan(ScanSpec(projection=["id"])).read_all().num_rows)
+                scans.append(store.scan(ScanSpec(projection=["id"])).read_all()["id"].to_pylist())
         except BaseException as e:
             failures.append(e)
 
-    threads = [threading.Thread(target=reader) for _ in range(2)]
-    for t in threads:
+    workers = [threading.Thread(target=reader) for _ in range(threads)]
+    for t in workers:
         t.start()
     try:
-        for i in range(20):
-            insert(store, i + 1, range(i * 100, (i + 1) * 100))
+        yield scans
     finally:
         done.set()
-        for t in threads:
+        for t in workers:
             t.join(30)
     assert not failures
-    assert counts
-    assert all(c % 100 == 0 for c in counts)
+    assert scans
+
+
+def test_scans_from_threads_during_applies_see_whole_entries(manager: TabletStoreManager) -> None:
+    store = manager.create_tablet("threads", SCHEMA)
+    with scanning_ids(store) as scans:
+        for i in range(20):
+            insert(store, i + 1, range(i * 100, (i + 1) * 100))
+    assert all(len(ids) % 100 == 0 for ids in scans)
     assert len(scan_rows(store, projection=["id"])) == 2000
 
 
@@ -208,23 +217,9 @@ def test_scans_during_memrowset_flushes_see_each_row_once(tmp_path: Path) -> Non
     each scan sees whole entries and every key once (DuckDB's snapshot and the MemRowSet's
     rows are taken at the same moment)."""
     options = StorageOptions(storage_threads=2, flush_threshold_rows=250)
-    scans: list[list[int]] = []
-    failures: list[BaseException] = []
-    done = threading.Event()
     with TabletStoreManager(str(tmp_path / "data"), options) as manager:
         store = manager.create_tablet("flushes", SCHEMA)
-
-        def reader() -> None:
-            try:
-                while not done.is_set():
-                    scans.append(store.scan(ScanSpec(projection=["id"])).read_all()["id"].to_pylist())
-            except BaseException as e:
-                failures.append(e)
-
-        threads = [threading.Thread(target=reader) for _ in range(2)]
-        for t in threads:
-            t.start()
-        try:
+        with scanning_ids(store) as scans:
             index = 0
             for i in range(20):
                 index += 1
@@ -233,12 +228,6 @@ def test_scans_during_memrowset_flushes_see_each_row_once(tmp_path: Path) -> Non
                 rows = [{"id": k, "v": -1.0, "s": "again"} for k in range(0, (i + 1) * 100, 7)]
                 (result,) = store.apply([ApplyEntry(index, make_row_operations(SCHEMA, OpType.UPSERT, rows))])
                 assert result.row_errors == []
-        finally:
-            done.set()
-            for t in threads:
-                t.join(30)
-        assert not failures
-        assert scans
         for ids in scans:
             assert len(ids) % 100 == 0
             assert len(set(ids)) == len(ids)
