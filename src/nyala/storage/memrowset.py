@@ -49,7 +49,6 @@ class MemRowSet:
         self._dead = 0
         self.shadowed: set[Key] = set()
         self.nbytes = 0
-        self.first_index = 0  # the first Raft index held here; 0 when empty
 
     @property
     def schema(self) -> pa.Schema:
@@ -61,7 +60,7 @@ class MemRowSet:
     def __contains__(self, key: Key) -> bool:
         return key in self._where
 
-    def add(self, table: pa.Table, keys: Sequence[Key], shadowing: Iterable[Key], index: int) -> None:
+    def add(self, table: pa.Table, keys: Sequence[Key], shadowing: Iterable[Key]) -> None:
         """Take whole rows (``keys`` are theirs, in order), replacing rows with the same keys."""
         if table.schema != self._schema:
             raise AssertionError(f"MemRowSet rows have schema {table.schema}, expected {self._schema}")
@@ -73,8 +72,6 @@ class MemRowSet:
         self._dead += before + len(keys) - len(where)
         self.shadowed.update(shadowing)
         self.nbytes += table.nbytes
-        if not self.first_index:
-            self.first_index = index
 
     def live_rows(self) -> pa.Table:
         """Every row held, the latest copy of each key, as one table (a copy-free concat when
@@ -116,4 +113,3 @@ class MemRowSet:
         self.shadowed.clear()
         self._dead = 0
         self.nbytes = 0
-        self.first_index = 0

@@ -212,11 +212,17 @@ def _plan_single(
 
 def fill_defaults(schema: Schema, table: pa.Table) -> pa.Table:
     """Every schema column in order (defaults for unset ones), then __row and __mode."""
+    if set(table.column_names).issuperset(schema.names):  # every column set: nothing to fill
+        return table.select([*schema.names, ROW_COLUMN, MODE_COLUMN])
+    arrays = [*whole_row_columns(schema, table), table[ROW_COLUMN], table[MODE_COLUMN]]
+    return pa.table(arrays, names=[*schema.names, ROW_COLUMN, MODE_COLUMN])
+
+
+def whole_row_columns(schema: Schema, table: pa.Table) -> list[pa.ChunkedArray | pa.Array]:
+    """``table``'s columns for every schema column, in order; the default (or nulls) for unset ones."""
     n = table.num_rows
     present = set(table.column_names)
-    if present.issuperset(schema.names):  # every column set: nothing to fill
-        return table.select([*schema.names, ROW_COLUMN, MODE_COLUMN])
-    arrays = []
+    arrays: list[pa.ChunkedArray | pa.Array] = []
     for col in schema.columns:
         if col.name in present:
             arrays.append(table[col.name])
@@ -224,8 +230,7 @@ def fill_defaults(schema: Schema, table: pa.Table) -> pa.Table:
             arrays.append(pa.nulls(n, col.arrow_type))
         else:
             arrays.append(pa.repeat(pa.scalar(col.default, col.arrow_type), n))
-    arrays += [table[ROW_COLUMN], table[MODE_COLUMN]]
-    return pa.table(arrays, names=[*schema.names, ROW_COLUMN, MODE_COLUMN])
+    return arrays
 
 
 @dataclasses.dataclass

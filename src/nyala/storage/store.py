@@ -28,7 +28,7 @@ from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
 from .execute import Conflict, PlanExecutor
 from .files import copy_durably, fsync_dir
 from .memrowset import Key, MemRowSet, key_list
-from .plan import ROW_COLUMN, Part, show_key
+from .plan import ROW_COLUMN, Part, show_key, whole_row_columns
 from .scanner import DuckDBScanner
 from .sql import create_table_sql, duck_table, quote, where_clause
 
@@ -185,7 +185,7 @@ class DuckDBTabletStore:
                 return []
             results = [EntryResult(e.index) for e in entries]
             parts, starts, owners = self._decode(entries, results)
-            errors = self._apply_in_memory(parts, entries[0].index)
+            errors = self._apply_in_memory(parts)
             if errors is None:
                 errors = self._apply_optimistically(parts, entries[-1].index)
             for row, error in errors.items():
@@ -289,7 +289,7 @@ class DuckDBTabletStore:
         bounds = self._disk_bounds
         return bounds is not None and bool(bounds[0] <= key <= bounds[1])
 
-    def _apply_in_memory(self, parts: list[Part], first_index: int) -> dict[int, NyalaError] | None:
+    def _apply_in_memory(self, parts: list[Part]) -> dict[int, NyalaError] | None:
         """Apply inserts and whole-row upserts to the MemRowSet, or return None when the group
         needs DuckDB (updates, deletes, partial upserts, a key twice in the group)."""
         mrs = self._mrs
@@ -310,7 +310,7 @@ class DuckDBTabletStore:
         errors: dict[int, NyalaError] = {}
         for part, part_keys in zip(parts, keys, strict=True):
             assert part.only_op is not None
-            self._add_part(part, part.only_op, part_keys, on_disk, errors, first_index)
+            self._add_part(part, part.only_op, part_keys, on_disk, errors)
         if not self._mrs_since:
             self._mrs_since = time.monotonic()
         return errors
@@ -322,13 +322,12 @@ class DuckDBTabletStore:
         keys: list[Key],
         on_disk: set[Key],
         errors: dict[int, NyalaError],
-        index: int,
     ) -> None:
         mrs = self._mrs
         assert mrs is not None
         table = part.table
         if op.base is OpType.UPSERT:
-            mrs.add(self._whole_rows(table), keys, [k for k in keys if k in on_disk], index)
+            mrs.add(self._whole_rows(table), keys, [k for k in keys if k in on_disk])
             return
         present = [k in mrs or k in on_disk for k in keys]
         if any(present):
@@ -341,23 +340,13 @@ class DuckDBTabletStore:
             table = table.filter(pa.array([not p for p in present]))
             keys = [k for k, p in zip(keys, present, strict=True) if not p]
         if keys:
-            mrs.add(self._whole_rows(table), keys, (), index)
+            mrs.add(self._whole_rows(table), keys, ())
 
     def _whole_rows(self, table: pa.Table) -> pa.Table:
         """Every schema column in order (defaults for unset ones), in the MemRowSet's form."""
         mrs = self._mrs
         assert mrs is not None
-        n = table.num_rows
-        present = set(table.column_names)
-        arrays = []
-        for col in self._schema.columns:
-            if col.name in present:
-                arrays.append(table.column(col.name))
-            elif col.default is None:
-                arrays.append(pa.chunked_array([pa.nulls(n, col.arrow_type)]))
-            else:
-                arrays.append(pa.chunked_array([pa.repeat(pa.scalar(col.default, col.arrow_type), n)]))
-        whole = duck_table(pa.table(arrays, names=self._schema.names))
+        whole = duck_table(pa.table(whole_row_columns(self._schema, table), names=self._schema.names))
         return pa.Table.from_arrays(whole.columns, schema=mrs.schema)
 
     def _probe(self, keys: list[Key]) -> set[Key]:
