@@ -33,6 +33,8 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -76,11 +78,12 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
     uncovered: list[OpBatch] = []
     for batch in batches:
         found = _partition_indices(table, batch)
-        distinct = sorted(set(found), key=found.index)
-        indices = pa.array(found, pa.int32()) if len(distinct) > 1 else None
+        values, firsts = np.unique(found, return_index=True)
+        distinct = values[np.argsort(firsts)].tolist()  # in order of first appearance
+        indices = pa.array(found) if len(distinct) > 1 else None
         for index in distinct:
             # A pa.scalar, not an int: pyarrow looks for pandas on every call given a Python scalar.
-            piece = batch if indices is None else _take(batch, pc.equal(indices, pa.scalar(index, pa.int32())))
+            piece = batch if indices is None else _take(batch, pc.equal(indices, pa.scalar(index, pa.int64())))
             if index < 0:
                 uncovered.append(piece)
                 continue
@@ -95,7 +98,7 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
 _SMALL_BATCH_ROWS = 32
 
 
-def _partition_indices(table: TableInfo, batch: OpBatch) -> list[int]:
+def _partition_indices(table: TableInfo, batch: OpBatch) -> npt.NDArray[np.int64]:
     partitioner = table.partitioner
     if batch.num_rows > _SMALL_BATCH_ROWS:
         return partitioner.partition_indices(batch.data)
@@ -107,7 +110,7 @@ def _partition_indices(table: TableInfo, batch: OpBatch) -> list[int]:
             out.append(starts[partitioner.find(partitioner.partition_key(row)).partition_key_start])
         except NotFound:
             out.append(-1)
-    return out
+    return np.array(out, np.int64)
 
 
 _STARTS: dict[int, dict[bytes, int]] = {}

@@ -25,6 +25,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,6 +40,15 @@ from .schema import Schema
 from .types import DataType
 
 __all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds"]
+
+
+def _to_numpy(array: pa.Array | pa.ChunkedArray) -> npt.NDArray[Any]:
+    """A null-free Arrow array as numpy (a copy only when it is chunked)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    values: npt.NDArray[Any] = array.to_numpy(zero_copy_only=True)
+    return values
+
 
 # Column types hashed in Arrow: their key encoding is a fixed-width integer.
 _FIXED_WIDTH = {DataType.INT8: 1, DataType.INT16: 2, DataType.INT32: 4, DataType.INT64: 8, DataType.DATE: 4}
@@ -239,25 +250,28 @@ class Partitioner:
     def partition_for_row(self, row: Mapping[str, Any]) -> Partition:
         return self.find(self.partition_key(row))
 
-    def partition_indices(self, table: pa.Table | pa.RecordBatch) -> list[int]:
+    def partition_indices(self, table: pa.Table | pa.RecordBatch) -> npt.NDArray[np.int64]:
         """For each row of an Arrow table with the table's types: the index of its partition in
         :attr:`partitions`, or -1 when no range covers it.  The same answer as
-        :meth:`partition_for_row`, computed column-wise (integer hash columns are hashed in Arrow).
+        :meth:`partition_for_row`, computed column-wise (integer hash and range columns in
+        Arrow and numpy, without a Python object per row: clients and servers run this on
+        every written row).
         """
-        n = table.num_rows
         dims = self.partition_schema.hash_dimensions
         buckets = [self._bucket_column(i, table) for i in range(len(dims))]
-        ranges = [0] * n if not self.partition_schema.range_columns else self._range_index_column(table)
+        if not self.partition_schema.range_columns:
+            ranges: npt.NDArray[np.int64] | None = np.zeros(table.num_rows, np.int64)
+        else:
+            ranges = self._range_index_column(table)
         if ranges is not None:
             # Partitions sort by buckets, then range: the index is a mixed-radix number.
-            out = [0] * n
+            out = np.zeros(table.num_rows, np.int64)
             for dim, column in zip(dims, buckets, strict=True):
-                out = [o * dim.num_buckets + b for o, b in zip(out, column, strict=True)]
-            count = len(self.ranges)
-            return [o * count + r if r >= 0 else -1 for o, r in zip(out, ranges, strict=True)]
+                out = out * dim.num_buckets + column
+            return np.where(ranges >= 0, out * len(self.ranges) + ranges, -1)
         names = self.partition_schema.range_columns
         range_values = zip(*(table.column(c).to_pylist() for c in names), strict=True)
-        prefixes = zip(*buckets, strict=True) if buckets else itertools.repeat(())
+        prefixes = zip(*(b.tolist() for b in buckets), strict=True) if buckets else itertools.repeat(())
         indices = []
         seen: dict[tuple[tuple[int, ...], tuple[Any, ...]], int] = {}  # range keys often repeat
         for bucket_tuple, values in zip(prefixes, range_values, strict=False):
@@ -267,9 +281,9 @@ class Partitioner:
                 i = bisect.bisect_right(self._starts, key) - 1
                 found = seen[(bucket_tuple, values)] = i if i >= 0 and self.partitions[i].contains_key(key) else -1
             indices.append(found)
-        return indices
+        return np.array(indices, np.int64)
 
-    def _range_index_column(self, table: pa.Table | pa.RecordBatch) -> list[int] | None:
+    def _range_index_column(self, table: pa.Table | pa.RecordBatch) -> npt.NDArray[np.int64] | None:
         """Each row's index in :attr:`ranges` (-1: none), in Arrow, for one integer-like range
         column; None for other range schemas."""
         if len(self._range_types) != 1 or self._range_types[0].type not in _FIXED_WIDTH:
@@ -286,9 +300,9 @@ class Partitioner:
                 upper = pa.scalar(self.decode_range_key(bounds.upper)[0], arrow_type)
                 inside = pc.and_(inside, pc.less(column, upper))
             index = pc.if_else(inside, pa.scalar(i, pa.int32()), index)
-        return [int(i) for i in index.to_pylist()]
+        return _to_numpy(index).astype(np.int64)
 
-    def _bucket_column(self, dimension: int, table: pa.Table | pa.RecordBatch) -> list[int]:
+    def _bucket_column(self, dimension: int, table: pa.Table | pa.RecordBatch) -> npt.NDArray[np.int64]:
         dim = self.partition_schema.hash_dimensions[dimension]
         types = self._hash_types[dimension]
         if len(types) == 1 and (width := _FIXED_WIDTH.get(types[0].type)):
@@ -297,10 +311,8 @@ class Partitioner:
                 values = values.combine_chunks()
             if values.null_count:
                 raise InvalidArgument(f"hash partition column {dim.columns[0]!r} has nulls")
-            hashes = murmur2_64_fixed(values.cast(_STORAGE[width]), width, dim.seed)
-            n = pa.scalar(dim.num_buckets, pa.uint64())
-            remainder = pc.subtract(hashes, pc.multiply(pc.divide(hashes, n), n))
-            return [int(b) for b in remainder.to_pylist()]
+            hashes = murmur2_64_fixed(_to_numpy(values.cast(_STORAGE[width])), dim.seed)
+            return (hashes % np.uint64(dim.num_buckets)).astype(np.int64)
         cache: dict[tuple[Any, ...], int] = {}
         out = []
         for values in zip(*(table.column(c).to_pylist() for c in dim.columns), strict=True):
@@ -308,7 +320,7 @@ class Partitioner:
             if bucket is None:
                 bucket = cache[values] = self.bucket(dimension, values)
             out.append(bucket)
-        return out
+        return np.array(out, np.int64)
 
     # --- pruning -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ skips the work.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from nyala.common.errors import InvalidArgument
@@ -46,4 +47,5 @@ class PartitionFilter:
         if self.covers_everything or keys.num_rows == 0:
             return []
         mine = self._index
-        return [i for i, p in enumerate(self._partitioner.partition_indices(keys)) if p != mine]
+        outside: list[int] = np.flatnonzero(self._partitioner.partition_indices(keys) != mine).tolist()
+        return outside
