@@ -7,7 +7,7 @@ writes a second.  The MemRowSet takes the common writes instead, INSERT and UPSE
 whole rows, and the store flushes it to DuckDB in one large transaction now and then.
 
 - Rows are kept as the Arrow tables they arrived in (whole rows, schema order, DuckDB's
-  form), plus a dict from key to the row's place, so a key is found without DuckDB.
+  form), plus a dict from key to the row's number, so a key is found without DuckDB.
 - A key upserted again moves to its new place; the old copy is dead and skipped when the
   set is read out (:meth:`live_rows`).
 - ``shadowed`` holds keys whose row also exists in DuckDB: a flush deletes those DuckDB rows
@@ -19,11 +19,11 @@ this class, decides what may go here and when to flush; this class does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = ["Key", "MemRowSet", "key_list"]
 
@@ -45,7 +45,8 @@ class MemRowSet:
         self._key_names = tuple(key_names)
         self._schema = schema
         self._chunks: list[pa.Table] = []
-        self._where: dict[Key, tuple[int, int]] = {}
+        self._where: dict[Key, int] = {}  # key -> row number across the chunks
+        self._next_row = 0
         self._dead = 0
         self.shadowed: set[Key] = set()
         self.nbytes = 0
@@ -64,26 +65,33 @@ class MemRowSet:
         """Take whole rows (``keys`` are theirs, in order), replacing rows with the same keys."""
         if table.schema != self._schema:
             raise AssertionError(f"MemRowSet rows have schema {table.schema}, expected {self._schema}")
-        chunk = len(self._chunks)
         self._chunks.append(table)
         where = self._where
         before = len(where)
-        where.update(zip(keys, ((chunk, row) for row in range(len(keys))), strict=True))
+        # Rows are numbered across chunks, so the dict is filled from C (zip and range).
+        where.update(zip(keys, range(self._next_row, self._next_row + len(keys)), strict=True))
+        self._next_row += len(keys)
         self._dead += before + len(keys) - len(where)
         self.shadowed.update(shadowing)
         self.nbytes += table.nbytes
+
+    def keys(self) -> Collection[Key]:
+        """The keys held (a live view)."""
+        return self._where.keys()
+
+    def not_held(self, keys: set[Key]) -> set[Key]:
+        return keys - self._where.keys()
 
     def live_rows(self) -> pa.Table:
         """Every row held, the latest copy of each key, as one table (a copy-free concat when
         no key was replaced)."""
         if not self._chunks:
             return self._schema.empty_table()
+        rows = pa.concat_tables(self._chunks)
         if not self._dead:
-            return pa.concat_tables(self._chunks)
-        masks = [[False] * t.num_rows for t in self._chunks]
-        for chunk, row in self._where.values():
-            masks[chunk][row] = True
-        return pa.concat_tables(t.filter(pa.array(m)) for t, m in zip(self._chunks, masks, strict=True))
+            return rows
+        live = np.sort(np.fromiter(self._where.values(), np.int64, len(self._where)))
+        return rows.take(pa.array(live))
 
     def shadowed_keys(self) -> pa.Table:
         """The shadowed keys as a table of the key columns."""
@@ -97,19 +105,10 @@ class MemRowSet:
             columns = [pa.array([], f.type) for f in fields]
         return pa.table(columns, schema=pa.schema(fields))
 
-    def key_bounds(self) -> tuple[Key, Key] | None:
-        """The smallest and largest key held, or None when empty."""
-        if not self._where:
-            return None
-        if len(self._key_names) == 1:
-            column = pa.concat_arrays([t.column(self._key_names[0]).combine_chunks() for t in self._chunks])
-            bounds = pc.min_max(column)
-            return bounds["min"].as_py(), bounds["max"].as_py()
-        return min(self._where), max(self._where)
-
     def clear(self) -> None:
         self._chunks.clear()
         self._where.clear()
         self.shadowed.clear()
         self._dead = 0
+        self._next_row = 0
         self.nbytes = 0

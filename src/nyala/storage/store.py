@@ -25,6 +25,7 @@ from nyala.schema import OpType, Schema, decode_row_operations
 
 from .alter import alter_statements
 from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
+from .diskkeys import DiskKeys
 from .execute import Conflict, PlanExecutor
 from .files import copy_durably, fsync_dir
 from .memrowset import Key, MemRowSet, key_list
@@ -95,9 +96,8 @@ class DuckDBTabletStore:
         self._flush_bytes = options.flush_threshold_mb << 20
         self._mrs = self._new_memrowset() if self._flush_rows > 0 else None
         self._mrs_since = 0.0  # monotonic time of the MemRowSet's oldest row
-        # The smallest and largest key in DuckDB, or None when it holds no row: a key outside
-        # them needs no DuckDB probe.  Deletes never shrink them; they only have to contain.
-        self._disk_bounds = self._read_key_bounds() if self._mrs is not None else None
+        # Only keys this index cannot rule out are looked up in DuckDB.
+        self._disk_keys = self._read_disk_keys() if self._mrs is not None else DiskKeys()
 
     @property
     def tablet_id(self) -> str:
@@ -272,22 +272,14 @@ class DuckDBTabletStore:
         ]
         return MemRowSet(self._schema.key_names, pa.schema(fields))
 
-    def _read_key_bounds(self) -> tuple[Key, Key] | None:
+    def _read_disk_keys(self) -> DiskKeys:
         keys = ", ".join(quote(k) for k in self._schema.key_names)
-        desc = ", ".join(f"{quote(k)} DESC" for k in self._schema.key_names)
-        sql = f"(SELECT {keys} FROM {self._rows} ORDER BY {keys} LIMIT 1) UNION ALL "
-        sql += f"(SELECT {keys} FROM {self._rows} ORDER BY {desc} LIMIT 1)"
-        table = self._guard("read key bounds", lambda: self._cur.sql(sql).to_arrow_table())
-        bounds = key_list(table, self._schema.key_names)
-        return (min(bounds), max(bounds)) if bounds else None
+        table = self._guard("read keys", lambda: self._cur.sql(f"SELECT {keys} FROM {self._rows}").to_arrow_table())
+        return DiskKeys(key_list(table, self._schema.key_names))
 
     def _keys_of(self, table: pa.Table) -> list[Key]:
         key_names = self._schema.key_names
         return key_list(duck_table(table.select(key_names)), key_names)
-
-    def _maybe_on_disk(self, key: Key) -> bool:
-        bounds = self._disk_bounds
-        return bounds is not None and bool(bounds[0] <= key <= bounds[1])
 
     def _apply_in_memory(self, parts: list[Part]) -> dict[int, NyalaError] | None:
         """Apply inserts and whole-row upserts to the MemRowSet, or return None when the group
@@ -302,15 +294,18 @@ class DuckDBTabletStore:
             if part.only_op.base is OpType.UPSERT and not non_key.issubset(part.columns):
                 return None
         keys = [self._keys_of(part.table) for part in parts]
-        distinct = {k for part_keys in keys for k in part_keys}
+        distinct: set[Key] = set().union(*keys)
         if len(distinct) != sum(map(len, keys)):
             return None
-        maybe = [k for k in distinct if k not in mrs and self._maybe_on_disk(k)]
+        fresh = mrs.not_held(distinct)
+        maybe = self._disk_keys.maybe_held(fresh)
         on_disk = self._guard("probe keys", lambda: self._probe(maybe))
+        # No key repeats within the group, so what exists is what existed before it.
+        present = (distinct - fresh) | on_disk
         errors: dict[int, NyalaError] = {}
         for part, part_keys in zip(parts, keys, strict=True):
             assert part.only_op is not None
-            self._add_part(part, part.only_op, part_keys, on_disk, errors)
+            self._add_part(part, part.only_op, part_keys, present, on_disk, errors)
         if not self._mrs_since:
             self._mrs_since = time.monotonic()
         return errors
@@ -320,17 +315,19 @@ class DuckDBTabletStore:
         part: Part,
         op: OpType,
         keys: list[Key],
+        exist: set[Key],
         on_disk: set[Key],
         errors: dict[int, NyalaError],
     ) -> None:
+        """Add one part's rows; ``exist`` holds the keys already present, ``on_disk`` those in DuckDB."""
         mrs = self._mrs
         assert mrs is not None
         table = part.table
         if op.base is OpType.UPSERT:
-            mrs.add(self._whole_rows(table), keys, [k for k in keys if k in on_disk])
+            mrs.add(self._whole_rows(table), keys, on_disk.intersection(keys) if on_disk else ())
             return
-        present = [k in mrs or k in on_disk for k in keys]
-        if any(present):
+        if exist and not exist.isdisjoint(keys):
+            present = [k in exist for k in keys]
             if not op.ignores_errors:
                 rows = table.column(ROW_COLUMN).to_pylist()
                 for row, key, hit in zip(rows, keys, present, strict=True):
@@ -386,10 +383,9 @@ class DuckDBTabletStore:
         if mrs is None:
             self._durable = index
             return
-        candidates = [b for b in (self._disk_bounds, mrs.key_bounds()) if b is not None]
-        candidates += [(min(ks), max(ks)) for ks in other_keys if ks]
-        if candidates:
-            self._disk_bounds = (min(b[0] for b in candidates), max(b[1] for b in candidates))
+        self._disk_keys.add(mrs.keys())
+        for keys in other_keys:
+            self._disk_keys.add(keys)
         mrs.clear()
         self._mrs_since = 0.0
         self._durable = index
