@@ -19,7 +19,7 @@ Python salts ``hash`` of strings per process; that is fine for an index that nev
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,15 @@ class DiskKeys:
 
     def __init__(self, keys: Collection[Key] = ()) -> None:
         self._sorted = sorted_distinct(fingerprints(keys))
+
+    @classmethod
+    def of_chunks(cls, chunks: Iterable[Collection[Key]]) -> DiskKeys:
+        """The index of every key in ``chunks``, sorted once at the end."""
+        index = cls()
+        prints = [fingerprints(chunk) for chunk in chunks]
+        if prints:
+            index._sorted = sorted_distinct(np.concatenate(prints))
+        return index
 
     def __len__(self) -> int:
         return len(self._sorted)

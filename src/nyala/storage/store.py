@@ -273,9 +273,16 @@ class DuckDBTabletStore:
         return MemRowSet(self._schema.key_names, pa.schema(fields))
 
     def _read_disk_keys(self) -> DiskKeys:
-        keys = ", ".join(quote(k) for k in self._schema.key_names)
-        table = self._guard("read keys", lambda: self._cur.sql(f"SELECT {keys} FROM {self._rows}").to_arrow_table())
-        return DiskKeys(key_list(table, self._schema.key_names))
+        """Index every key in the file, a batch at a time (Python objects for all keys of a
+        large tablet at once would take far more memory than the index)."""
+        names = self._schema.key_names
+        sql = f"SELECT {', '.join(quote(k) for k in names)} FROM {self._rows}"
+
+        def read() -> DiskKeys:
+            batches = self._cur.sql(sql).to_arrow_reader(1 << 20)
+            return DiskKeys.of_chunks(key_list(pa.Table.from_batches([b]), names) for b in batches)
+
+        return self._guard("read keys", read)
 
     def _keys_of(self, table: pa.Table) -> list[Key]:
         key_names = self._schema.key_names

@@ -36,6 +36,14 @@ def test_keys_never_added_are_ruled_out() -> None:
     assert len(keys) == 503
 
 
+def test_an_index_built_from_chunks_equals_one_built_at_once() -> None:
+    chunks = [range(50), range(25, 100, 3), []]
+    keys = DiskKeys.of_chunks(chunks)
+    assert len(keys) == len(DiskKeys([k for c in chunks for k in c]))
+    assert keys.maybe_held(range(-10, 120)) == sorted({*range(50), *range(25, 100, 3)})
+    assert len(DiskKeys.of_chunks([])) == 0
+
+
 def test_fingerprint_collisions_answer_maybe() -> None:
     keys = DiskKeys([-1])  # hash(-1) == hash(-2) in Python
     assert keys.maybe_held([-2, -3]) == [-2]
