@@ -78,8 +78,8 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
     uncovered: list[OpBatch] = []
     for batch in batches:
         found = _partition_indices(table, batch)
-        values, firsts = np.unique(found, return_index=True)
-        distinct = values[np.argsort(firsts)].tolist()  # in order of first appearance
+        # Partition indices are small (-1: none), so counting finds them without a sort.
+        distinct = (np.flatnonzero(np.bincount(found + 1)) - 1).tolist()
         indices = pa.array(found) if len(distinct) > 1 else None
         for index in distinct:
             # A pa.scalar, not an int: pyarrow looks for pandas on every call given a Python scalar.
