@@ -82,7 +82,9 @@ class MemRowSet:
         return self._where.keys()
 
     def not_held(self, keys: set[Key]) -> set[Key]:
-        return keys - self._where.keys()
+        # Not ``keys - self._where.keys()``: that copies every held key into a set first.
+        where = self._where
+        return {k for k in keys if k not in where}
 
     def live_rows(self) -> pa.Table:
         """Every row held, the latest copy of each key, as one table (a copy-free concat when
