@@ -193,8 +193,9 @@ def decode_row_operations(
         table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
         raise InvalidArgument(f"row operations are not a valid Arrow IPC stream: {e}") from None
-    ops, only_op = _check_ops(table)
-    isset = _check_isset(table)
+    names = table.column_names  # builds a list on every call: once here
+    ops, only_op = _check_ops(table, names)
+    isset = _check_isset(table, names)
     data = table.drop_columns([OP_COLUMN, ISSET_COLUMN] if isset is not None else [OP_COLUMN])
     _check_columns(data, schema, "lack primary key column" if isset is None else "")
     if isset is None:
@@ -207,8 +208,8 @@ def decode_row_operations(
     return RowOperations(ops, data, only_op, None, groups)
 
 
-def _check_isset(table: pa.Table) -> pa.Array | None:
-    if ISSET_COLUMN not in table.column_names:
+def _check_isset(table: pa.Table, names: list[str]) -> pa.Array | None:
+    if ISSET_COLUMN not in names:
         return None
     column = table.column(ISSET_COLUMN)
     width = max(1, (table.num_columns - 2 + 7) // 8)
@@ -232,23 +233,25 @@ def _split(ops: pa.Array, data: pa.Table, isset: pa.Array) -> Iterator[RowOperat
         yield RowOperations(group_ops, data.filter(rows).select(names), only, positions.filter(rows))
 
 
-def _check_ops(table: pa.Table) -> tuple[pa.Array, OpType | None]:
-    if table.num_columns == 0 or table.column_names[0] != OP_COLUMN:
+def _check_ops(table: pa.Table, names: list[str]) -> tuple[pa.Array, OpType | None]:
+    if not names or names[0] != OP_COLUMN:
         raise InvalidArgument(f"row operations need {OP_COLUMN!r} as their first column")
-    if table.column_names.count(OP_COLUMN) != 1:
+    if names.count(OP_COLUMN) != 1:
         raise InvalidArgument(f"row operations repeat the {OP_COLUMN!r} column")
     column = table.column(0)
     if column.type != _INT8:
         raise InvalidArgument(f"column {OP_COLUMN!r} must be int8, not {column.type}")
-    ops = column.combine_chunks()
+    ops = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     if ops.null_count:
         raise InvalidArgument(f"column {OP_COLUMN!r} has nulls")
     if not len(ops):
         return ops, None
-    bounds = pc.min_max(ops).as_py()
-    if bounds["min"] < _MIN_OP or bounds["max"] > _MAX_OP:
+    # numpy, not pyarrow.compute: every write is checked, and most carry few rows.
+    codes = ops.to_numpy()
+    low, high = int(codes.min()), int(codes.max())
+    if low < _MIN_OP or high > _MAX_OP:
         raise InvalidArgument(f"column {OP_COLUMN!r} has unknown op codes; known: {[int(o) for o in OpType]}")
-    return ops, OpType(bounds["min"]) if bounds["min"] == bounds["max"] else None
+    return ops, OpType(low) if low == high else None
 
 
 def _check_columns(data: pa.Table, schema: Schema, missing_key: str) -> None:
@@ -282,7 +285,10 @@ def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOpe
             schema.is_key(col.name) or _nulls_outside_deletes(values, ops)
         ):
             raise InvalidArgument(f"column {col.name!r} is not nullable but has nulls")
-        if col.type.type in (DataType.STRING, DataType.BINARY) and values.nbytes > options.max_cell_size_bytes:
+        # The buffers' total bounds every cell and, unlike nbytes, costs nothing per row.
+        if col.type.type in (DataType.STRING, DataType.BINARY) and (
+            values.get_total_buffer_size() > options.max_cell_size_bytes
+        ):
             longest = pc.max(pc.binary_length(values)).as_py() or 0
             if longest > options.max_cell_size_bytes:
                 raise InvalidArgument(
