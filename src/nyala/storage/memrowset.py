@@ -97,16 +97,16 @@ class MemRowSet:
         live = np.sort(np.fromiter(self._where.values(), np.int64, len(self._where)))
         return rows.take(pa.array(live))
 
-    def shadowed_keys(self) -> pa.Table:
-        """The shadowed keys as a table of the key columns."""
+    def shadowed_keys(self, also: Iterable[Key] = ()) -> pa.Table:
+        """The shadowed keys (and ``also``) as a table of the key columns."""
         names = self._key_names
         fields = [self._schema.field(k) for k in names]
-        keys = list(self.shadowed)
+        keys = list(self.shadowed.union(also))
         if len(names) == 1:
             return pa.table([pa.array(keys, fields[0].type)], schema=pa.schema(fields))
-        columns = [pa.array(list(c), f.type) for c, f in zip(zip(*keys, strict=True), fields, strict=True)]
         if not keys:
-            columns = [pa.array([], f.type) for f in fields]
+            return pa.schema(fields).empty_table()
+        columns = [pa.array(list(c), f.type) for c, f in zip(zip(*keys, strict=True), fields, strict=True)]
         return pa.table(columns, schema=pa.schema(fields))
 
     def clear(self) -> None:

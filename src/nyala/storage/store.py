@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 import time
@@ -96,6 +97,11 @@ class DuckDBTabletStore:
         self._flush_bytes = options.flush_threshold_mb << 20
         self._mrs = self._new_memrowset() if self._flush_rows > 0 else None
         self._mrs_since = 0.0  # monotonic time of the MemRowSet's oldest row
+        # A full MemRowSet is frozen and written to DuckDB by a background thread while a new
+        # one takes applies (Kudu does the same); ``_frozen_index`` is the index it covers.
+        self._frozen: MemRowSet | None = None
+        self._frozen_index = 0
+        self._flush_ended = threading.Condition(self._lock)
         # Only keys this index cannot rule out are looked up in DuckDB.
         self._disk_keys = self._read_disk_keys() if self._mrs is not None else DiskKeys()
 
@@ -118,7 +124,9 @@ class DuckDBTabletStore:
         return self._durable
 
     def memrowset_rows(self) -> int:
-        return len(self._mrs) if self._mrs is not None else 0
+        """Rows held in memory: the MemRowSet's and a frozen one's still being flushed."""
+        frozen = len(self._frozen) if self._frozen is not None else 0
+        return frozen + (len(self._mrs) if self._mrs is not None else 0)
 
     def wal_size_bytes(self) -> int:
         """Size of this tablet's DuckDB WAL: what a checkpoint would fold into the file."""
@@ -132,6 +140,7 @@ class DuckDBTabletStore:
 
     def _release(self) -> None:
         with self._lock:
+            self._wait_for_frozen()  # the flush thread uses the database being detached
             self._closed = True
             self._cur.close()
 
@@ -194,10 +203,16 @@ class DuckDBTabletStore:
             for r in results:
                 r.row_errors.sort(key=lambda e: e.row)
             self._applied = entries[-1].index
-            mrs = self._mrs
-            if mrs is not None and (len(mrs) >= self._flush_rows or mrs.nbytes >= self._flush_bytes):
-                self._flush_locked()
+            if self._mrs_full():
+                self._wait_for_frozen()  # back-pressure: one frozen MemRowSet at a time
+                self._check_usable()
+                if self._mrs_full() and self._frozen is None:
+                    self._freeze()
             return results
+
+    def _mrs_full(self) -> bool:
+        mrs = self._mrs
+        return mrs is not None and (len(mrs) >= self._flush_rows or mrs.nbytes >= self._flush_bytes)
 
     def _check_indices(self, indices: Sequence[int]) -> None:
         last = self._applied
@@ -243,6 +258,9 @@ class DuckDBTabletStore:
     def _apply_optimistically(self, parts: list[Part], index: int) -> dict[int, NyalaError]:
         """Apply assuming no row errors (plain statements, as fast as hand-written SQL); on a
         conflict roll back and apply again with statements that say which rows failed."""
+
+        self._wait_for_frozen()  # the planned statements must see every row held in memory
+        self._check_usable()
 
         def attempt(careful: bool) -> dict[int, NyalaError]:
             executor = PlanExecutor(self._cur, self._schema, self._rows, self._tablet_id, careful)
@@ -305,8 +323,12 @@ class DuckDBTabletStore:
         if len(distinct) != sum(map(len, keys)):
             return None
         fresh = mrs.not_held(distinct)
-        maybe = self._disk_keys.maybe_held(fresh)
-        on_disk = self._guard("probe keys", lambda: self._probe(maybe))
+        frozen = self._frozen
+        not_frozen = frozen.not_held(fresh) if frozen is not None else fresh
+        maybe = self._disk_keys.maybe_held(not_frozen)
+        # Rows an upsert replaces below this MemRowSet: in DuckDB, or in the frozen MemRowSet
+        # (which will be in DuckDB by the time this one is flushed).
+        on_disk = (fresh - not_frozen) | self._guard("probe keys", lambda: self._probe(maybe))
         # No key repeats within the group, so what exists is what existed before it.
         present = (distinct - fresh) | on_disk
         errors: dict[int, NyalaError] = {}
@@ -370,19 +392,65 @@ class DuckDBTabletStore:
         return set(key_list(found.rename_columns(key_names), key_names))
 
     def _write_memrowset(self) -> None:
-        """Inside the caller's transaction: replace the shadowed DuckDB rows and insert the
+        """Inside the caller's transaction: write the MemRowSet to DuckDB."""
+        if self._mrs is not None:
+            self._write_rows(self._cur, self._mrs)
+
+    def _write_rows(self, cursor: duckdb.DuckDBPyConnection, mrs: MemRowSet) -> None:
+        """Inside ``cursor``'s transaction: replace the shadowed DuckDB rows and insert the
         MemRowSet's rows."""
-        mrs = self._mrs
-        if mrs is None or not len(mrs):
+        if not len(mrs):
             return
         key_names = self._schema.key_names
         if mrs.shadowed:
             _s = mrs.shadowed_keys()
             join = " AND ".join(f"r.{quote(k)} = _s.{quote(k)}" for k in key_names)
-            self._cur.execute(f"DELETE FROM {self._rows} AS r USING _s WHERE {join}")
+            cursor.execute(f"DELETE FROM {self._rows} AS r USING _s WHERE {join}")
         _m = mrs.live_rows()
         names = ", ".join(quote(c) for c in self._schema.names)
-        self._cur.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _m")
+        cursor.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _m")
+
+    # --- the frozen MemRowSet ---------------------------------------------------------
+
+    def _freeze(self) -> None:
+        """Hand the full MemRowSet to a flush thread and start a new one (lock held, nothing frozen)."""
+        mrs = self._mrs
+        assert mrs is not None
+        assert self._frozen is None
+        # A cursor of the tablet's own connection: the manager's lock is not needed (and is
+        # taken before this one when the manager closes).
+        cursor = self._cur.cursor()
+        self._frozen, self._frozen_index = mrs, self._applied
+        self._mrs, self._mrs_since = self._new_memrowset(), 0.0
+        thread = threading.Thread(
+            target=self._flush_frozen, args=(cursor, mrs, self._applied), name=f"flush-{self._tablet_id}", daemon=True
+        )
+        thread.start()
+
+    def _flush_frozen(self, cursor: duckdb.DuckDBPyConnection, frozen: MemRowSet, index: int) -> None:
+        """The flush thread: write the frozen rows while applies and scans go on, then commit
+        and retire them under the lock, so that a scan sees them either here or in DuckDB."""
+        try:
+            cursor.execute("BEGIN")
+            self._write_rows(cursor, frozen)
+            with self._lock:
+                cursor.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
+                cursor.close()
+                self._disk_keys.add(frozen.keys())
+                self._frozen = None
+                self._durable = index
+                self._flush_ended.notify_all()
+        except BaseException as e:  # no caller to tell: the tablet fails, the Raft log keeps the rows
+            with self._lock:
+                self._failed = storage_error(self._tablet_id, "flush", e)
+                with contextlib.suppress(duckdb.Error):
+                    cursor.close()
+                self._flush_ended.notify_all()
+
+    def _wait_for_frozen(self) -> None:
+        """Until the frozen MemRowSet is in DuckDB (lock held; released while waiting)."""
+        while self._frozen is not None and self._failed is None:
+            self._flush_ended.wait()
 
     def _flushed(self, index: int, other_keys: Sequence[Sequence[Key]] = ()) -> None:
         """After a commit that wrote the MemRowSet (and maybe ``other_keys``) to DuckDB."""
@@ -398,6 +466,8 @@ class DuckDBTabletStore:
         self._durable = index
 
     def _flush_locked(self) -> None:
+        self._wait_for_frozen()
+        self._check_usable()
         if self._durable == self._applied:
             return
         self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
@@ -407,6 +477,8 @@ class DuckDBTabletStore:
         """Write the MemRowSet to DuckDB in one transaction when its oldest row is at least
         ``older_than_s`` old; True when it did.  Afterwards ``durable_index() == applied_index()``."""
         with self._lock:
+            self._check_usable()
+            self._wait_for_frozen()
             self._check_usable()
             if self._durable == self._applied:
                 return False
@@ -420,6 +492,8 @@ class DuckDBTabletStore:
         with self._lock:
             self._check_usable()
             self._check_indices([index])
+            self._wait_for_frozen()  # its rows are in the old schema
+            self._check_usable()
             statements = alter_statements(self._rows, self._schema, new_schema)
 
             def body() -> None:
@@ -510,27 +584,38 @@ class DuckDBTabletStore:
         where: str,
         params: list[object],
     ) -> pa.RecordBatchReader:
-        mrs = self._mrs
-        if mrs is None or not len(mrs):
+        if not self.memrowset_rows():
             # Everything applied so far is in DuckDB; rows a later flush adds are a newer
             # consistent state, which a scan starting now may see.
             return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)
         with self._lock:
-            if mrs is not self._mrs or not len(mrs):  # flushed, or the schema changed, meanwhile
+            mrs, frozen = self._mrs, self._frozen
+            if mrs is None or not self.memrowset_rows():  # flushed meanwhile
                 return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)
-            # DuckDB's snapshot and the MemRowSet's rows must be of the same moment: pin the
+            # DuckDB's snapshot and the rows in memory must be of the same moment: pin the
             # snapshot with a first read before a flush can commit.
             cursor.execute("BEGIN")
             cursor.execute(f"SELECT 1 FROM {self._rows} LIMIT 0").fetchall()
+            layers = [
+                self._scan_layer(cursor, "rows", self._rows, mrs.shadowed_keys(frozen.shadowed if frozen else ()))
+            ]
+            if frozen is not None:
+                # The frozen rows an upsert has replaced since are shadowed by the new MemRowSet.
+                cursor.register("_nyala_frozen", frozen.live_rows())
+                layers.append(self._scan_layer(cursor, "frozen", "_nyala_frozen", mrs.shadowed_keys()))
             cursor.register("_nyala_mrs", mrs.live_rows())
-            source = f"SELECT {', '.join(map(quote, schema.names))} FROM "
-            hidden = ""
-            if mrs.shadowed:
-                cursor.register("_nyala_shadowed", mrs.shadowed_keys())
-                join = " AND ".join(f"r.{quote(k)} = s.{quote(k)}" for k in schema.key_names)
-                hidden = f" AS r ANTI JOIN _nyala_shadowed AS s ON {join}"
-            union = f"({source}{self._rows}{hidden} UNION ALL {source}_nyala_mrs) AS nyala_rows"
+            layers.append(f"SELECT {', '.join(map(quote, schema.names))} FROM _nyala_mrs")
+        union = f"({' UNION ALL '.join(layers)}) AS nyala_rows"
         return self._run_scan(cursor, spec, schema, projection, union, where, params)
+
+    def _scan_layer(self, cursor: duckdb.DuckDBPyConnection, name: str, source: str, hidden: pa.Table) -> str:
+        """``SELECT`` of every column of ``source`` but the rows whose keys are in ``hidden``."""
+        select = f"SELECT {', '.join(map(quote, self._schema.names))} FROM {source}"
+        if not hidden.num_rows:
+            return select
+        cursor.register(f"_nyala_hidden_{name}", hidden)
+        join = " AND ".join(f"r.{quote(k)} = h.{quote(k)}" for k in self._schema.key_names)
+        return f"{select} AS r ANTI JOIN _nyala_hidden_{name} AS h ON {join}"
 
     @staticmethod
     def _run_scan(

@@ -249,6 +249,45 @@ def test_scans_during_memrowset_flushes_see_each_row_once(tmp_path: Path) -> Non
         assert all(r["v"] == -1.0 for r in final if r["id"] % 7 == 0)
 
 
+def test_applies_and_scans_go_on_while_a_frozen_memrowset_flushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full MemRowSet is frozen and flushed by a thread, here held mid-write: a new one takes
+    upserts and inserts meanwhile, duplicates of frozen keys are found, and scans see each key
+    once, with the newest row."""
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=10)
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.create_tablet("frozen", SCHEMA)
+        writing, release = threading.Event(), threading.Event()
+        write_rows = store._write_rows
+
+        def held(cursor: Any, mrs: Any) -> None:
+            if threading.current_thread().name.startswith("flush-"):
+                writing.set()
+                assert release.wait(60)
+            write_rows(cursor, mrs)
+
+        monkeypatch.setattr(store, "_write_rows", held)
+        try:
+            insert(store, 1, range(10))  # reaches the threshold: frozen, its flush held
+            assert writing.wait(60)
+            assert (store.memrowset_rows(), store.durable_index()) == (10, 0)
+            newer: list[dict[str, Any]] = [{"id": 3, "v": -3.0, "s": "newer"}, {"id": 20, "v": 20.0, "s": "s20"}]
+            (upserted,) = store.apply([ApplyEntry(2, make_row_operations(SCHEMA, OpType.UPSERT, newer))])
+            (again,) = store.apply([ApplyEntry(3, make_row_operations(SCHEMA, OpType.INSERT, [newer[0]]))])
+            assert upserted.row_errors == []
+            assert [type(e.error) for e in again.row_errors] == [AlreadyPresent]
+            expected = sorted(
+                [{"id": i, "v": float(i), "s": f"s{i}"} for i in range(10) if i != 3] + newer, key=lambda r: r["id"]
+            )
+            assert scan_rows(store) == expected
+        finally:
+            release.set()
+        assert store.flush()  # waits for the frozen rows, then writes the new MemRowSet
+        assert (store.memrowset_rows(), store.durable_index()) == (0, 3)
+        assert scan_rows(store) == expected
+
+
 def test_bad_scan_requests_are_refused(manager: TabletStoreManager) -> None:
     store = manager.create_tablet("badscan", SCHEMA)
     with pytest.raises(InvalidArgument, match="unknown column 'nope'"):
