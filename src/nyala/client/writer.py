@@ -103,28 +103,8 @@ def _partition_indices(table: TableInfo, batch: OpBatch) -> npt.NDArray[np.int64
     if batch.num_rows > _SMALL_BATCH_ROWS:
         return partitioner.partition_indices(batch.data)
     names = set(partitioner.schema.key_names)
-    starts = _partition_starts(table)
-    out = []
-    for row in batch.data.select([n for n in batch.data.column_names if n in names]).to_pylist():
-        try:
-            out.append(starts[partitioner.find(partitioner.partition_key(row)).partition_key_start])
-        except NotFound:
-            out.append(-1)
-    return np.array(out, np.int64)
-
-
-_STARTS: dict[int, dict[bytes, int]] = {}
-
-
-def _partition_starts(table: TableInfo) -> dict[bytes, int]:
-    """Partition key start -> index in ``partitioner.partitions`` (cached per partitioner)."""
-    key = id(table.partitioner)
-    starts = _STARTS.get(key)
-    if starts is None or len(starts) != len(table.partitioner.partitions):
-        if len(_STARTS) > 64:
-            _STARTS.clear()
-        starts = _STARTS[key] = {p.partition_key_start: i for i, p in enumerate(table.partitioner.partitions)}
-    return starts
+    rows = batch.data.select([n for n in batch.data.column_names if n in names]).to_pylist()
+    return np.array([partitioner.index_of(partitioner.partition_key(row)) for row in rows], np.int64)
 
 
 def _take(batch: OpBatch, mask: pa.Array) -> OpBatch:

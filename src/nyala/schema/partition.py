@@ -242,10 +242,15 @@ class Partitioner:
 
     def find(self, partition_key: bytes) -> Partition:
         """The partition holding ``partition_key``; NotFound when no range covers it."""
+        i = self.index_of(partition_key)
+        if i < 0:
+            raise NotFound(f"no range partition covers partition key {partition_key.hex()}")
+        return self.partitions[i]
+
+    def index_of(self, partition_key: bytes) -> int:
+        """The index in :attr:`partitions` of the partition holding ``partition_key``, or -1."""
         i = bisect.bisect_right(self._starts, partition_key) - 1
-        if i >= 0 and self.partitions[i].contains_key(partition_key):
-            return self.partitions[i]
-        raise NotFound(f"no range partition covers partition key {partition_key.hex()}")
+        return i if i >= 0 and self.partitions[i].contains_key(partition_key) else -1
 
     def partition_for_row(self, row: Mapping[str, Any]) -> Partition:
         return self.find(self.partition_key(row))

@@ -180,6 +180,7 @@ def test_batch_partitioning_matches_row_by_row(partitioner: Partitioner, rows: l
         except NotFound:
             want.append(-1)
     assert partitioner.partition_indices(table).tolist() == want
+    assert [partitioner.index_of(partitioner.partition_key(row)) for row in rows] == want
 
 
 def test_batch_hashing_of_dates_and_timestamps_matches_row_by_row() -> None:
