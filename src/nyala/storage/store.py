@@ -98,9 +98,8 @@ class DuckDBTabletStore:
         self._mrs = self._new_memrowset() if self._flush_rows > 0 else None
         self._mrs_since = 0.0  # monotonic time of the MemRowSet's oldest row
         # A full MemRowSet is frozen and written to DuckDB by a background thread while a new
-        # one takes applies (Kudu does the same); ``_frozen_index`` is the index it covers.
+        # one takes applies (Kudu does the same).
         self._frozen: MemRowSet | None = None
-        self._frozen_index = 0
         self._flush_ended = threading.Condition(self._lock)
         # Only keys this index cannot rule out are looked up in DuckDB.
         self._disk_keys = self._read_disk_keys() if self._mrs is not None else DiskKeys()
@@ -420,7 +419,7 @@ class DuckDBTabletStore:
         # A cursor of the tablet's own connection: the manager's lock is not needed (and is
         # taken before this one when the manager closes).
         cursor = self._cur.cursor()
-        self._frozen, self._frozen_index = mrs, self._applied
+        self._frozen = mrs
         self._mrs, self._mrs_since = self._new_memrowset(), 0.0
         thread = threading.Thread(
             target=self._flush_frozen, args=(cursor, mrs, self._applied), name=f"flush-{self._tablet_id}", daemon=True
@@ -554,6 +553,13 @@ class DuckDBTabletStore:
     # --- reads ------------------------------------------------------------------------
 
     def scan(self, spec: ScanSpec) -> DuckDBScanner:
+        while True:
+            scanner = self._try_scan(spec)
+            if scanner is not None:
+                return scanner
+
+    def _try_scan(self, spec: ScanSpec) -> DuckDBScanner | None:
+        """A scanner, or None when the schema changed while it started (bind again)."""
         self._check_usable()
         schema = self._schema
         projection = list(spec.projection) if spec.projection is not None else schema.names
@@ -573,6 +579,9 @@ class DuckDBTabletStore:
         except BaseException:
             cursor.close()
             raise
+        if reader is None:
+            cursor.close()
+            return None
         return DuckDBScanner(self, cursor, reader, pa.schema(fields))
 
     def _start_scan(
@@ -583,12 +592,14 @@ class DuckDBTabletStore:
         projection: list[str],
         where: str,
         params: list[object],
-    ) -> pa.RecordBatchReader:
+    ) -> pa.RecordBatchReader | None:
         if not self.memrowset_rows():
             # Everything applied so far is in DuckDB; rows a later flush adds are a newer
             # consistent state, which a scan starting now may see.
             return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)
         with self._lock:
+            if self._schema is not schema:  # the rows in memory may have columns this scan lacks
+                return None
             mrs, frozen = self._mrs, self._frozen
             if mrs is None or not self.memrowset_rows():  # flushed meanwhile
                 return self._run_scan(cursor, spec, schema, projection, self._rows, where, params)

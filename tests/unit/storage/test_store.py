@@ -122,6 +122,32 @@ def test_schema_changes_add_drop_rename(manager: TabletStoreManager) -> None:
         store.alter_schema(Schema.of([ColumnSchema.of("other", "int64", nullable=False)], ["other"]), 6)
 
 
+def test_a_scan_started_across_a_schema_change_binds_again(
+    manager: TabletStoreManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema change and new rows in memory land between a scan binding its columns and
+    reading: the scan starts again with the new schema rather than fail or mix them."""
+    store = manager.create_tablet("racing", SCHEMA)
+    insert(store, 1, range(3))
+    renamed = SCHEMA.rename_column("s", "text")
+    open_cursor = manager.cursor
+    changed: list[bool] = []
+
+    def cursor_after_a_schema_change() -> Any:
+        if not changed:
+            changed.append(True)
+            store.alter_schema(renamed, 2)
+            store.apply([ApplyEntry(3, make_row_operations(renamed, OpType.INSERT, [{"id": 9, "text": "new"}]))])
+        return open_cursor()
+
+    monkeypatch.setattr(manager, "cursor", cursor_after_a_schema_change)
+    assert store.memrowset_rows() == 3
+    rows = scan_rows(store)
+    assert changed
+    assert store.memrowset_rows() == 1
+    assert rows == [*({"id": i, "v": float(i), "text": f"s{i}"} for i in range(3)), {"id": 9, "v": None, "text": "new"}]
+
+
 def test_indices_must_increase(manager: TabletStoreManager) -> None:
     store: TabletStore = manager.create_tablet("idx", SCHEMA)  # mypy checks the interface is met
     insert(store, 5, range(2))
