@@ -45,17 +45,10 @@ def sorted_distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 class DiskKeys:
     """A superset of the keys in the file, as sorted fingerprints."""
 
-    def __init__(self, keys: Collection[Key] = ()) -> None:
-        self._sorted = sorted_distinct(fingerprints(keys))
-
-    @classmethod
-    def of_chunks(cls, chunks: Iterable[Collection[Key]]) -> DiskKeys:
-        """The index of every key in ``chunks``, sorted once at the end."""
-        index = cls()
+    def __init__(self, chunks: Iterable[Collection[Key]] = ()) -> None:
+        """The index of every key in ``chunks`` (batches of keys), sorted once at the end."""
         prints = [fingerprints(chunk) for chunk in chunks]
-        if prints:
-            index._sorted = sorted_distinct(np.concatenate(prints))
-        return index
+        self._sorted = sorted_distinct(np.concatenate(prints) if prints else np.empty(0, np.int64))
 
     def __len__(self) -> int:
         return len(self._sorted)

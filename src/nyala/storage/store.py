@@ -297,7 +297,7 @@ class DuckDBTabletStore:
 
         def read() -> DiskKeys:
             batches = self._cur.sql(sql).to_arrow_reader(1 << 20)
-            return DiskKeys.of_chunks(key_list(pa.Table.from_batches([b]), names) for b in batches)
+            return DiskKeys(key_list(pa.Table.from_batches([b]), names) for b in batches)
 
         return self._guard("read keys", read)
 
@@ -347,7 +347,8 @@ class DuckDBTabletStore:
         on_disk: set[Key],
         errors: dict[int, NyalaError],
     ) -> None:
-        """Add one part's rows; ``exist`` holds the keys already present, ``on_disk`` those in DuckDB."""
+        """Add one part's rows; ``exist`` holds the keys already present, ``on_disk`` those whose
+        rows are below the MemRowSet (in DuckDB or in the frozen MemRowSet): upserts shadow them."""
         mrs = self._mrs
         assert mrs is not None
         table = part.table
