@@ -9,7 +9,13 @@
   rows), the client id, the positions of the rows the leader dropped as outside the tablet's
   partition, then the row operations as in kind 1.  Every replica records the write's answer
   under its request id when it applies the entry, so whichever replica leads next can answer
-  a retry without applying it again.
+  a retry without applying it again;
+- kind 4, joined writes: several client writes the leader received at the same time, joined
+  into one entry so that every replica decodes, checks and applies them once.  A count, then
+  per write a fixed header (has a request id, row count, client id length, sequence number,
+  first incomplete sequence number, number of dropped rows), its client id and dropped row
+  positions; then ONE row-operations stream holding every write's rows in order.  Applying
+  the rows in order is applying the writes one after another, so the outcome is the same.
 
 The kind byte lets one log carry both, applied in log order, so every replica changes its
 schema at the same point between the same writes.
@@ -27,10 +33,13 @@ from nyala.schema import Schema
 
 __all__ = [
     "AlterPayload",
+    "JoinedPayload",
+    "JoinedWrite",
     "RequestId",
     "WritePayload",
     "decode_payload",
     "encode_alter",
+    "encode_joined",
     "encode_tracked_write",
     "encode_write",
 ]
@@ -38,10 +47,14 @@ __all__ = [
 KIND_WRITE = 1
 KIND_ALTER = 2
 KIND_TRACKED_WRITE = 3
+KIND_JOINED_WRITE = 4
 _WRITE_PREFIX = bytes([KIND_WRITE])
 _ALTER_PREFIX = bytes([KIND_ALTER])
 # client id length, seq_no, first_incomplete_seq_no, number of dropped rows
 _TRACKED_HEADER = struct.Struct("<HqqI")
+_COUNT = struct.Struct("<I")
+# has a request id, rows, client id length, seq_no, first_incomplete_seq_no, number of dropped rows
+_JOINED_HEADER = struct.Struct("<BIHqqI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +86,23 @@ class AlterPayload:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class JoinedWrite:
+    """One client write inside a joined entry: the next ``rows`` rows of the entry's stream."""
+
+    rows: int
+    request_id: RequestId | None = None
+    dropped_rows: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedPayload:
+    """Client writes joined into one entry; ``row_operations`` holds all their rows, in order."""
+
+    row_operations: bytes
+    writes: tuple[JoinedWrite, ...]
+
+
 def encode_write(row_operations: bytes | memoryview) -> bytes:
     return _WRITE_PREFIX + row_operations
 
@@ -86,12 +116,26 @@ def encode_tracked_write(
     return b"".join((bytes([KIND_TRACKED_WRITE]), header, client, dropped, row_operations))
 
 
+def encode_joined(writes: Sequence[JoinedWrite], row_operations: bytes) -> bytes:
+    parts = [bytes([KIND_JOINED_WRITE]), _COUNT.pack(len(writes))]
+    for write in writes:
+        rid = write.request_id
+        client = rid.client_id.encode() if rid is not None else b""
+        seq, first = (rid.seq_no, rid.first_incomplete_seq_no) if rid is not None else (0, 0)
+        dropped = write.dropped_rows
+        parts.append(_JOINED_HEADER.pack(rid is not None, write.rows, len(client), seq, first, len(dropped)))
+        parts.append(client)
+        parts.append(struct.pack(f"<{len(dropped)}i", *dropped))
+    parts.append(row_operations)
+    return b"".join(parts)
+
+
 def encode_alter(schema: Schema, version: int) -> bytes:
     body = json.dumps({"schema": schema.to_dict(), "version": version}, separators=(",", ":"), sort_keys=True)
     return _ALTER_PREFIX + body.encode()
 
 
-def decode_payload(payload: bytes) -> WritePayload | AlterPayload:
+def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayload:
     """Split an entry's payload; Corruption when it is not one this server writes."""
     if not payload:
         raise Corruption("tablet log entry has an empty payload")
@@ -100,6 +144,8 @@ def decode_payload(payload: bytes) -> WritePayload | AlterPayload:
         return WritePayload(payload[1:])
     if kind == KIND_TRACKED_WRITE:
         return _decode_tracked(payload)
+    if kind == KIND_JOINED_WRITE:
+        return _decode_joined(payload)
     if kind == KIND_ALTER:
         try:
             body = json.loads(payload[1:])
@@ -120,3 +166,24 @@ def _decode_tracked(payload: bytes) -> WritePayload:
         raise Corruption(f"tablet log entry holds an unreadable write header: {e}") from e
     offset += 4 * n_dropped
     return WritePayload(payload[offset:], RequestId(client, seq_no, first_incomplete), tuple(dropped))
+
+
+def _decode_joined(payload: bytes) -> JoinedPayload:
+    writes: list[JoinedWrite] = []
+    try:
+        (count,) = _COUNT.unpack_from(payload, 1)
+        offset = 1 + _COUNT.size
+        for _ in range(count):
+            has_id, rows, client_len, seq_no, first, n_dropped = _JOINED_HEADER.unpack_from(payload, offset)
+            offset += _JOINED_HEADER.size
+            client = payload[offset : offset + client_len].decode()
+            offset += client_len
+            dropped = struct.unpack_from(f"<{n_dropped}i", payload, offset)
+            offset += 4 * n_dropped
+            rid = RequestId(client, seq_no, first) if has_id else None
+            writes.append(JoinedWrite(rows, rid, tuple(dropped)))
+    except (struct.error, UnicodeDecodeError) as e:
+        raise Corruption(f"tablet log entry holds unreadable joined write headers: {e}") from e
+    if not writes or offset > len(payload):
+        raise Corruption("tablet log entry holds a joined write without writes or rows")
+    return JoinedPayload(payload[offset:], tuple(writes))

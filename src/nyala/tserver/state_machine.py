@@ -8,6 +8,9 @@ whole entry was refused (a batch that no longer decodes against a schema changed
 in the log, or a schema change the current schema cannot take).  These outcomes depend only
 on the log, so every replica reaches the same ones.
 
+A joined entry (several client writes in one, see :mod:`nyala.tserver.envelope`) is applied
+as one batch; its result is a :class:`JoinedResult`, the batch's row errors split by write.
+
 A tracked write (one with a request id) also leaves its answer in the tablet's
 :class:`~nyala.tserver.result_tracker.ResultTracker`, on every replica, once its transaction
 has committed; what the tracker remembers never changes what is applied.
@@ -15,18 +18,37 @@ has committed; what the tracker remembers never changes what is applied.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import LogEntry
 from nyala.schema import Schema
-from nyala.storage import ApplyEntry, EntryResult, TabletStore
-from nyala.tserver.envelope import AlterPayload, WritePayload, decode_payload
+from nyala.storage import ApplyEntry, EntryResult, RowError, TabletStore
+from nyala.tserver.envelope import AlterPayload, JoinedPayload, JoinedWrite, RequestId, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, PendingAlter
 from nyala.tserver.result_tracker import ResultTracker, response_from_result
 
-__all__ = ["TabletStateMachine", "check_schema_change"]
+__all__ = ["JoinedResult", "TabletStateMachine", "check_schema_change", "split_joined"]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedResult:
+    """What applying a joined entry did: one result per write, its rows numbered from 0."""
+
+    results: tuple[EntryResult, ...]
+
+
+def split_joined(result: EntryResult, writes: Sequence[JoinedWrite]) -> JoinedResult:
+    """A joined entry's result, split by write (a refused entry refused every write)."""
+    starts = list(itertools.accumulate((w.rows for w in writes), initial=0))[:-1]
+    parts = tuple(EntryResult(result.index, [], result.error) for _ in writes)
+    for row_error in result.row_errors:
+        i = bisect.bisect_right(starts, row_error.row) - 1
+        parts[i].row_errors.append(RowError(row_error.row - starts[i], row_error.error))
+    return JoinedResult(parts)
 
 
 def check_schema_change(old: Schema, new: Schema) -> None:
@@ -63,33 +85,45 @@ class TabletStateMachine:
         # The runtime's "applied" is what survives a restart; the MemRowSet's rows do not.
         return self._store.durable_index()
 
-    def apply(self, entries: Sequence[LogEntry]) -> list[EntryResult]:
-        results: list[EntryResult] = []
+    def apply(self, entries: Sequence[LogEntry]) -> list[EntryResult | JoinedResult]:
+        results: list[EntryResult | JoinedResult] = []
         run: list[ApplyEntry] = []
         tracked: list[tuple[int, WritePayload]] = []
+        joined: list[tuple[int, JoinedPayload]] = []
         for entry in entries:
             payload = decode_payload(entry.payload)
             if isinstance(payload, AlterPayload):
                 results.extend(self._apply_writes(run))
                 run = []
                 results.append(self._apply_alter(payload, entry.index))
-            else:
-                if payload.request_id is not None:
-                    tracked.append((len(results) + len(run), payload))
-                run.append(ApplyEntry(entry.index, payload.row_operations))
+                continue
+            if isinstance(payload, JoinedPayload):
+                joined.append((len(results) + len(run), payload))
+            elif payload.request_id is not None:
+                tracked.append((len(results) + len(run), payload))
+            run.append(ApplyEntry(entry.index, payload.row_operations))
         results.extend(self._apply_writes(run))
         for position, payload in tracked:
-            self._record(results[position], payload)
+            self._record(results[position], payload.request_id, payload.dropped_rows)
+        for position, joined_payload in joined:
+            whole = results[position]
+            assert isinstance(whole, EntryResult)
+            split = split_joined(whole, joined_payload.writes)
+            results[position] = split
+            for result, write in zip(split.results, joined_payload.writes, strict=True):
+                self._record(result, write.request_id, write.dropped_rows)
         return results
 
-    def _record(self, result: EntryResult, payload: WritePayload) -> None:
+    def _record(
+        self, result: EntryResult | JoinedResult, request_id: RequestId | None, dropped: tuple[int, ...]
+    ) -> None:
         # A refused entry changed nothing: a retry may apply it, so there is nothing to remember.
-        if result.error is None and payload.request_id is not None:
+        if isinstance(result, EntryResult) and result.error is None and request_id is not None:
             tablet_id = self._metadata.current.tablet_id
-            self.tracker.record(payload.request_id, response_from_result(tablet_id, result, payload.dropped_rows))
+            self.tracker.record(request_id, response_from_result(tablet_id, result, dropped))
 
-    def _apply_writes(self, run: list[ApplyEntry]) -> list[EntryResult]:
-        return self._store.apply(run) if run else []
+    def _apply_writes(self, run: list[ApplyEntry]) -> list[EntryResult | JoinedResult]:
+        return list(self._store.apply(run)) if run else []
 
     def _apply_alter(self, alter: AlterPayload, index: int) -> EntryResult:
         current = self._metadata.current

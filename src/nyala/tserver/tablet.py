@@ -8,6 +8,7 @@ error is kept and reported).  Writes and schema changes go through the leader:
   columns, the client's schema version, the tablet's partition), and the same bytes become
   the Raft entry (re-encoded only when some rows belong to another partition, which are then
   answered with per-row errors and not written);
+- writes that arrive together are joined into one entry (:mod:`nyala.tserver.write_joiner`);
 - the leader waits for the entry to be applied and answers with its row errors and index;
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
   the recorded answer (see :mod:`nyala.tserver.result_tracker`).
@@ -37,11 +38,12 @@ from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
 from nyala.storage import DuckDBTabletStore, EntryResult
-from nyala.tserver.envelope import RequestId, encode_alter, encode_tracked_write, encode_write
+from nyala.tserver.envelope import RequestId, encode_alter
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
 from nyala.tserver.result_tracker import ResultTracker, response_from_result
-from nyala.tserver.state_machine import check_schema_change
+from nyala.tserver.state_machine import JoinedResult, check_schema_change
+from nyala.tserver.write_joiner import PendingWrite, WriteJoiner
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
 
@@ -81,6 +83,7 @@ class TabletReplica:
         self.error = ""
         self._filter: PartitionFilter | None = None
         self._alter_lock = asyncio.Lock()
+        self._joiner: WriteJoiner | None = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -147,6 +150,8 @@ class TabletReplica:
     ) -> tpb.WriteResponsePB:
         """Validate, replicate and apply one batch of row operations; the leader only."""
         raft = self.require_leader()
+        if self._joiner is None:
+            self._joiner = WriteJoiner(self._replicate_entry, max_bytes)
         if request_id is None:
             return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
         answer = await self._recorded_answer(raft, request_id)
@@ -194,13 +199,17 @@ class TabletReplica:
         outside = self._filter.rows_outside(ops.data)
         errors = [self._outside_error(ops.data, row) for row in outside]
         payload: bytes | memoryview = row_operations
+        kept_ops, kept_data = ops.ops, ops.data
         if outside:
-            payload = _without_rows(ops.ops, ops.data, set(outside))
-            if len(payload) == 0:
+            if len(outside) == len(ops):
                 return tpb.WriteResponsePB(per_row_errors=errors)
+            kept = _without_rows(row_operations, set(outside))
+            kept_ops, kept_data = kept.column(0).combine_chunks(), kept.drop_columns([OP_COLUMN])
+            payload = encode_row_operations(kept)
         dropped = tuple(sorted(outside))
-        entry = encode_write(payload) if request_id is None else encode_tracked_write(request_id, dropped, payload)
-        result: EntryResult = await self._replicate(raft, entry)
+        assert self._joiner is not None
+        pending = PendingWrite(kept_ops, kept_data, payload, request_id, dropped, joinable=not ops.groups)
+        result: EntryResult = await self._joiner.submit(pending)
         if result.error is not None:
             raise result.error
         return response_from_result(self.tablet_id, result, dropped, errors)
@@ -224,6 +233,10 @@ class TabletReplica:
             code=rpc_pb2.INVALID_ARGUMENT,
             message=f"row with key {key} does not belong to the partition of tablet {self.tablet_id}",
         )
+
+    async def _replicate_entry(self, entry: bytes) -> EntryResult | JoinedResult:
+        """Replicate an entry of the write joiner, if this replica still leads."""
+        return await self._replicate(self.require_leader(), entry)
 
     async def _replicate(self, raft: RaftReplica, payload: bytes) -> EntryResult:
         try:
@@ -309,10 +322,7 @@ class TabletReplica:
         return pb
 
 
-def _without_rows(ops: pa.Array, data: pa.Table, drop: set[int]) -> bytes:
-    """The batch re-encoded without the dropped rows; empty when none is left."""
-    if len(drop) == len(ops):
-        return b""
-    mask = pa.array([i not in drop for i in range(len(ops))])
-    table = data.add_column(0, OP_COLUMN, ops).filter(mask)
-    return encode_row_operations(table)
+def _without_rows(row_operations: memoryview, drop: set[int]) -> pa.Table:
+    """The batch as sent (every column, ``__isset`` too), without the dropped rows."""
+    table = pa.ipc.open_stream(pa.py_buffer(row_operations)).read_all()
+    return table.filter(pa.array([i not in drop for i in range(table.num_rows)]))

@@ -6,7 +6,17 @@ import pytest
 
 from nyala.common.errors import Corruption
 from nyala.schema import ColumnSchema
-from nyala.tserver.envelope import AlterPayload, WritePayload, decode_payload, encode_alter, encode_write
+from nyala.tserver.envelope import (
+    AlterPayload,
+    JoinedPayload,
+    JoinedWrite,
+    RequestId,
+    WritePayload,
+    decode_payload,
+    encode_alter,
+    encode_joined,
+    encode_write,
+)
 
 from .conftest import SCHEMA
 
@@ -36,3 +46,18 @@ def test_alter_payload_round_trips_schema_and_version() -> None:
 def test_payloads_this_server_never_writes_are_corruption(payload: bytes, message: str) -> None:
     with pytest.raises(Corruption, match=message):
         decode_payload(payload)
+
+
+def test_joined_payload_round_trips_every_writes_header() -> None:
+    rid = RequestId("client-1", 5, 3)
+    writes = (JoinedWrite(2), JoinedWrite(3, rid, (0, 4)), JoinedWrite(1, RequestId("c", 1, 0)))
+    payload = encode_joined(writes, b"one arrow stream")
+    assert payload[0] == 4
+    assert decode_payload(payload) == JoinedPayload(b"one arrow stream", writes)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 6, 20])
+def test_a_truncated_joined_payload_is_corruption(cut: int) -> None:
+    payload = encode_joined([JoinedWrite(2, RequestId("client-1", 5, 3), (1,))], b"")
+    with pytest.raises(Corruption, match="joined write"):
+        decode_payload(payload[:cut])

@@ -14,14 +14,15 @@ from nyala.common.errors import Aborted, InvalidArgument, NotTheLeader, NyalaErr
 from nyala.consensus.core import EntryType, LogEntry, Role
 from nyala.consensus.runtime import RaftReplica
 from nyala.proto import rpc_pb2
+from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.loop import run
 from nyala.schema import OpType, Partitioner, PartitionSchema, RowOperationOptions, decode_row_operations
 from nyala.schema import encode_row_operations as encode
 from nyala.schema import make_row_operations as ops
 from nyala.storage import EntryResult, ScanSpec, TabletStoreManager
-from nyala.tserver.envelope import WritePayload, decode_payload
+from nyala.tserver.envelope import JoinedPayload, RequestId, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
-from nyala.tserver.state_machine import TabletStateMachine
+from nyala.tserver.state_machine import JoinedResult, TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
 
 from .conftest import SCHEMA, metadata
@@ -52,14 +53,14 @@ class StandInRaft:
     async def wait_applied(self, index: int) -> None:
         assert index <= self.index
 
-    async def replicate(self, payload: bytes) -> EntryResult:
+    async def replicate(self, payload: bytes) -> EntryResult | JoinedResult:
         if self.refuse is not None:
             raise self.refuse
         # Proposed: the entry is in the log and commits whatever becomes of this caller.
         self.payloads.append(payload)
         return await asyncio.shield(asyncio.ensure_future(self._commit(payload)))
 
-    async def _commit(self, payload: bytes) -> EntryResult:
+    async def _commit(self, payload: bytes) -> EntryResult | JoinedResult:
         if self.delay is not None:
             await self.delay.wait()
         self.index += 1
@@ -180,3 +181,101 @@ def test_rows_of_other_partitions_get_row_errors_and_the_rest_is_written(
     assert scan_ids(t) == [12, 15]
     assert write(t, ops(SCHEMA, OpType.INSERT, rows(1, 30))) == ([(0, outside), (1, outside)], 0)
     assert len(raft.payloads) == 2
+
+
+def write_together(
+    tablet: TabletReplica, *batches: tuple[bytes, RequestId | None], max_bytes: int = MAX_BYTES
+) -> list[list[tuple[int, int]]]:
+    """Start the writes in one event-loop turn, as the RPC server does for calls read together."""
+
+    async def all_of() -> list[tpb.WriteResponsePB]:
+        return await asyncio.gather(
+            *(tablet.write(memoryview(data), 0, LIMITS, max_bytes, rid) for data, rid in batches)
+        )
+
+    return [[(e.row_index, e.code) for e in r.per_row_errors] for r in run(all_of())]
+
+
+def test_writes_that_arrive_together_are_joined_and_each_gets_its_answer(
+    tablet: tuple[TabletReplica, StandInRaft],
+) -> None:
+    t, raft = tablet
+    rids = [RequestId("client", seq, 1) for seq in (1, 2, 3)]
+    rid = rids[1]
+    answers = write_together(
+        t,
+        (ops(SCHEMA, OpType.INSERT, rows(1, 2)), rids[0]),
+        (ops(SCHEMA, OpType.INSERT, rows(2, 3)), rid),
+        (ops(SCHEMA, OpType.UPSERT, rows(1)), rids[2]),
+    )
+    assert answers == [[], [(0, rpc_pb2.ALREADY_PRESENT)], []]
+    [entry] = [decode_payload(p) for p in raft.payloads]
+    assert isinstance(entry, JoinedPayload)
+    assert [(w.rows, w.request_id) for w in entry.writes] == [(2, rids[0]), (2, rid), (1, rids[2])]
+    assert scan_ids(t) == [1, 2, 3]
+    # The tracked write's answer was recorded: a retry is answered, not applied again.
+    retried = run(t.write(memoryview(ops(SCHEMA, OpType.INSERT, rows(2, 3))), 0, LIMITS, MAX_BYTES, rid))
+    assert [(e.row_index, e.code) for e in retried.per_row_errors] == [(0, rpc_pb2.ALREADY_PRESENT)]
+    assert len(raft.payloads) == 1
+
+
+def test_writes_with_different_columns_or_per_row_columns_are_not_joined(
+    tablet: tuple[TabletReplica, StandInRaft],
+) -> None:
+    t, raft = tablet
+    partial = ops(SCHEMA, OpType.UPSERT, [{"id": 7, "v": 7.0}, {"id": 8}])  # rows set different columns
+    answers = write_together(
+        t,
+        (ops(SCHEMA, OpType.INSERT, rows(1)), None),
+        (ops(SCHEMA, OpType.INSERT, [{"id": 2}]), None),
+        (partial, None),
+        (ops(SCHEMA, OpType.INSERT, rows(3)), None),
+    )
+    assert answers == [[], [], [], []]
+    kinds = [decode_payload(p) for p in raft.payloads]
+    assert [type(k).__name__ for k in kinds] == ["JoinedPayload", "WritePayload", "WritePayload"]
+    first = kinds[0]
+    assert isinstance(first, JoinedPayload)
+    assert decode_row_operations(first.row_operations, SCHEMA).data.column("id").to_pylist() == [1, 3]
+    assert scan_ids(t) == [1, 2, 3, 7, 8]
+
+
+def test_a_joined_entry_that_fails_fails_every_write_in_it(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, raft = tablet
+    raft.refuse = ServiceUnavailable("leader is CONFIGURING")
+
+    async def both() -> list[BaseException | tpb.WriteResponsePB]:
+        writes = (t.write(memoryview(ops(SCHEMA, OpType.INSERT, rows(i))), 0, LIMITS, MAX_BYTES) for i in (1, 2))
+        return await asyncio.gather(*writes, return_exceptions=True)
+
+    outcomes = run(both())
+    assert [type(o) for o in outcomes] == [ServiceUnavailable, ServiceUnavailable]
+    assert scan_ids(t) == []
+
+
+def test_joined_entries_stay_within_the_write_size_limit(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    t, raft = tablet
+    batches = [ops(SCHEMA, OpType.INSERT, rows(i)) for i in range(5)]
+    limit = 2 * (len(batches[0]) + 128)  # room for two writes and their headers
+    assert write_together(t, *((b, None) for b in batches), max_bytes=limit) == [[]] * 5
+    entries = [decode_payload(p) for p in raft.payloads]
+    assert [len(e.writes) if isinstance(e, JoinedPayload) else 1 for e in entries] == [2, 2, 1]
+    assert all(len(p) <= limit for p in raft.payloads)
+    assert scan_ids(t) == [0, 1, 2, 3, 4]
+
+
+def test_dropping_rows_of_other_partitions_keeps_which_columns_each_row_sets(
+    tmp_path: Path, stores: TabletStoreManager
+) -> None:
+    ranged = PartitionSchema((), ("id",))
+    bounds = Partitioner(SCHEMA, ranged).bounds([10], [20])
+    meta = replace(metadata(), partition_schema=ranged, partition=Partitioner(SCHEMA, ranged, [bounds]).partitions[0])
+    t, _ = make_tablet(tmp_path, stores, meta)
+    assert write(t, ops(SCHEMA, OpType.INSERT, [{"id": 12, "v": 1.0, "s": "a"}])) == ([], 1)
+    # Row 0 sets only v, row 1 only s; row 2 is outside the tablet and is dropped.
+    partial = [{"id": 12, "v": 2.0}, {"id": 13, "s": "b"}, {"id": 5, "v": 9.0}]
+    errors, _ = write(t, ops(SCHEMA, OpType.UPSERT, partial))
+    assert errors == [(2, rpc_pb2.INVALID_ARGUMENT)]
+    assert t.store is not None
+    rows_now = t.store.scan(ScanSpec(ordered=True)).read_all().to_pylist()
+    assert rows_now == [{"id": 12, "v": 2.0, "s": "a"}, {"id": 13, "v": None, "s": "b"}]
