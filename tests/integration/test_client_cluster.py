@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,34 @@ def test_writes_resume_after_the_tablet_leader_is_killed(cluster: MiniCluster, c
         killed.set()
         thread.join(timeout=120)
         cluster.restart(victim)
+
+
+def test_concurrent_single_row_writes_each_get_their_own_answer(client: Client) -> None:
+    # The leader joins writes that arrive together into one Raft entry; each writer must
+    # still get its own row's answer, and of writers racing for one key exactly one wins.
+    table = client.create_table("joined", SCHEMA, num_replicas=3)
+    contested = [1_000_000 + k for k in range(10)]
+
+    def writer(w: int) -> tuple[list[int], list[int]]:
+        won: list[int] = []
+        lost: list[int] = []
+        for i in range(25):
+            assert table.insert(rows(w * 100 + i, w * 100 + i + 1)) == []
+            key = contested[i % len(contested)]
+            errors = table.insert(rows(key, key + 1))
+            assert [type(e.error) for e in errors] in ([], [AlreadyPresent])
+            (lost if errors else won).append(key)
+        return won, lost
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(writer, range(16)))
+    winners = [key for won, _ in results for key in won]
+    assert sorted(winners) == contested  # each contested key was inserted exactly once
+    assert sum(len(lost) for _, lost in results) == 16 * 25 - len(contested)
+    stored = sorted(table.to_arrow(["id"], read_mode=ReadMode.READ_YOUR_WRITES).column("id").to_pylist())
+    expected = sorted([w * 100 + i for w in range(16) for i in range(25)] + contested)
+    assert stored == expected
+    client.delete_table("joined")
 
 
 def test_an_ordered_scan_resumes_after_its_server_is_killed(cluster: MiniCluster, client: Client) -> None:
