@@ -89,7 +89,10 @@ class WriteJoiner:
 
     def _flush(self) -> None:
         self._scheduled = False
-        pending, self._pending = self._pending, []
+        # A write whose caller is gone (its call was cancelled before the entry was built) is
+        # not proposed: nobody learns its outcome, so not applying it is the safe choice.
+        pending = [w for w in self._pending if not w.future.done()]
+        self._pending = []
         for group in self._groups(pending):
             task = asyncio.get_running_loop().create_task(self._run(group))
             self._tasks.add(task)

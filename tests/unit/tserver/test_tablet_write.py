@@ -279,3 +279,30 @@ def test_dropping_rows_of_other_partitions_keeps_which_columns_each_row_sets(
     assert t.store is not None
     rows_now = t.store.scan(ScanSpec(ordered=True)).read_all().to_pylist()
     assert rows_now == [{"id": 12, "v": 2.0, "s": "a"}, {"id": 13, "v": None, "s": "b"}]
+
+
+def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
+    tablet: tuple[TabletReplica, StandInRaft],
+) -> None:
+    t, raft = tablet
+    raft.delay = asyncio.Event()  # two entries stay in flight, so the next writes wait
+
+    async def scenario() -> list[int]:
+        def start(i: int) -> asyncio.Task[tpb.WriteResponsePB]:
+            data = memoryview(ops(SCHEMA, OpType.INSERT, rows(i)))
+            return asyncio.ensure_future(t.write(data, 0, LIMITS, MAX_BYTES))
+
+        first = start(1)
+        await asyncio.sleep(0)
+        second = start(2)
+        await asyncio.sleep(0.01)
+        waiting, kept = start(3), start(4)
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        assert raft.delay is not None
+        raft.delay.set()
+        await asyncio.gather(first, second, kept)
+        return scan_ids(t)
+
+    assert run(scenario()) == [1, 2, 4]
+    assert len(raft.payloads) == 3
