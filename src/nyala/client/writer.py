@@ -57,6 +57,7 @@ from ._context import ClientContext
 from ._retry import Backoff, Deadline
 from .meta_cache import TableInfo, TabletLocation
 from .operations import OpBatch, RowError, encode_batch
+from .write_joiner import WriteJoiner, WriteOutcome
 
 __all__ = ["TabletWork", "send_tablet_work", "split_by_partition"]
 
@@ -134,24 +135,48 @@ def _chunks(batch: OpBatch, max_bytes: int) -> list[OpBatch]:
 async def send_tablet_work(
     ctx: ClientContext, table: TableInfo, work: TabletWork, deadline: Deadline
 ) -> list[RowError]:
-    """Write one partition's operations, batch after batch (their order matters)."""
-    limit = min(ctx.options.write_batch_max_bytes, RowOperationOptions().max_row_operations_bytes)
+    """Write one partition's operations, batch after batch (their order matters).
+
+    Small batches go through the client's write joiner (see :mod:`.write_joiner`), which
+    sends those of other callers for the same tablet in the same Write."""
+    limit = _limit(ctx)
+    if ctx.write_joiner is None:
+        ctx.write_joiner = WriteJoiner(lambda t, p, b, d: _write_batch(ctx, t, p, b, d), limit // _JOIN_FRACTION)
     errors: list[RowError] = []
-    pending = [chunk for batch in work.batches for chunk in _chunks(batch, limit)]
-    while pending:
-        chunk = pending.pop(0)
-        try:
-            payload = encode_batch(table.schema, chunk)
-        except NyalaError as exc:
-            errors += chunk.row_errors(exc)
-            continue
-        if chunk.num_rows > 1 and len(payload) > limit:
-            # The estimate was low (Arrow adds framing and padding): halve and try again.
-            half = chunk.num_rows // 2
-            pending[:0] = [_slice(chunk, 0, half), _slice(chunk, half, chunk.num_rows - half)]
-            continue
-        errors += await _TabletWrite(ctx, table, work.partition, chunk, deadline).run(payload)
+    for batch in work.batches:
+        for chunk in _chunks(batch, limit):
+            if chunk.nbytes <= limit // _JOIN_FRACTION:
+                errors += await ctx.write_joiner.write(table, work.partition, chunk, deadline)
+            else:
+                errors += (await _write_batch(ctx, table, work.partition, chunk, deadline)).row_errors(chunk)
     return errors
+
+
+# Batches up to this fraction of the Write limit may be joined, and joined Writes stay below
+# it: an estimate from Arrow's buffer sizes, so the encoded stream keeps room for its framing.
+_JOIN_FRACTION = 4
+
+
+def _limit(ctx: ClientContext) -> int:
+    return min(ctx.options.write_batch_max_bytes, RowOperationOptions().max_row_operations_bytes)
+
+
+async def _write_batch(
+    ctx: ClientContext, table: TableInfo, partition: Partition, batch: OpBatch, deadline: Deadline
+) -> WriteOutcome:
+    """One batch to one tablet, halved while its encoding exceeds the Write limit."""
+    try:
+        payload = encode_batch(table.schema, batch)
+    except NyalaError as exc:
+        return WriteOutcome.failed(batch.num_rows, exc)
+    if batch.num_rows > 1 and len(payload) > _limit(ctx):
+        # The estimate was low (Arrow adds framing and padding): halve and try again.
+        half = batch.num_rows // 2
+        first = await _write_batch(ctx, table, partition, _slice(batch, 0, half), deadline)
+        second = await _write_batch(ctx, table, partition, _slice(batch, half, batch.num_rows - half), deadline)
+        failures = first.failures + [(i + half, e) for i, e in second.failures]
+        return WriteOutcome(failures, second.tablet_id or first.tablet_id, first.ambiguous or second.ambiguous)
+    return await _TabletWrite(ctx, table, partition, batch, deadline).run(payload)
 
 
 def _slice(batch: OpBatch, start: int, length: int) -> OpBatch:
@@ -177,13 +202,13 @@ class _TabletWrite:
         self.seq_no = ctx.requests.new_seq_no()
         self.attempts = 0
 
-    async def run(self, payload: memoryview) -> list[RowError]:
+    async def run(self, payload: memoryview) -> WriteOutcome:
         try:
             return await self._run(payload)
         finally:
             self.ctx.requests.complete(self.seq_no)
 
-    async def _run(self, payload: memoryview) -> list[RowError]:
+    async def _run(self, payload: memoryview) -> WriteOutcome:
         try:
             while True:
                 self.backoff.check(self.deadline)
@@ -193,13 +218,13 @@ class _TabletWrite:
                 self.tablet_id = tablet.tablet_id
                 response = await self._attempt(tablet, payload)
                 if response is not None:
-                    return self._row_errors(response)
+                    return self._outcome(response)
                 if self.reencode:
                     payload = encode_batch(self.table.schema, self.batch)
                     self.reencode = False
         except NyalaError as exc:
             ambiguous = self.ambiguous or isinstance(exc, TimedOut | NetworkError)
-            return self.batch.row_errors(exc, tablet_id=self.tablet_id, ambiguous=ambiguous)
+            return WriteOutcome.failed(self.batch.num_rows, exc, self.tablet_id, ambiguous)
 
     async def _locate(self) -> TabletLocation | None:
         """The tablet of this batch's partition; None after a wait when it has no location yet."""
@@ -290,7 +315,7 @@ class _TabletWrite:
         self.table = fresh
         self.reencode = True
 
-    def _row_errors(self, response: tpb.WriteResponsePB) -> list[RowError]:
+    def _outcome(self, response: tpb.WriteResponsePB) -> WriteOutcome:
         failures: list[tuple[int, NyalaError]] = []
         for pb in response.per_row_errors:
             if not 0 <= pb.row_index < self.batch.num_rows:
@@ -299,4 +324,4 @@ class _TabletWrite:
                     f"{self.batch.num_rows} rows"
                 )
             failures.append((pb.row_index, status_to_error(pb.code, pb.message)))
-        return self.batch.errors_at(failures, tablet_id=self.tablet_id, ambiguous=self.ambiguous)
+        return WriteOutcome(failures, self.tablet_id, self.ambiguous)

@@ -1,0 +1,119 @@
+"""The client's write joiner, with a stand-in for the Write that records what it was given."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import cast
+
+import pyarrow as pa
+import pytest
+
+from nyala.client._retry import Deadline
+from nyala.client.meta_cache import TableInfo
+from nyala.client.operations import OpBatch, RowError
+from nyala.client.write_joiner import WriteJoiner, WriteOutcome
+from nyala.common.errors import AlreadyPresent, NetworkError, NyalaError
+from nyala.rpc.loop import run
+from nyala.schema import OpType, Partition
+
+
+@dataclass(frozen=True)
+class StandInTable:
+    id: str = "table-1"
+    schema_version: int = 0
+
+
+@dataclass(frozen=True)
+class StandInPartition:
+    partition_key_start: bytes = b""
+
+
+TABLE = cast(TableInfo, StandInTable())
+P0 = cast(Partition, StandInPartition(b"\x00"))
+P1 = cast(Partition, StandInPartition(b"\x01"))
+
+
+def batch(*ids: int, with_v: bool = True) -> OpBatch:
+    columns = {"id": pa.array(ids, pa.int64())}
+    if with_v:
+        columns["v"] = pa.array([float(i) for i in ids])
+    return OpBatch(pa.array([int(OpType.INSERT)] * len(ids), pa.int8()), pa.table(columns))
+
+
+class Recorder:
+    """Answers every Write with AlreadyPresent for the rows whose id is in ``present``."""
+
+    def __init__(self, present: frozenset[int] = frozenset(), error: NyalaError | None = None) -> None:
+        self.present = present
+        self.error = error
+        self.sent: list[tuple[bytes, list[int]]] = []
+
+    async def __call__(self, table: TableInfo, partition: Partition, b: OpBatch, deadline: Deadline) -> WriteOutcome:
+        ids = b.data.column("id").to_pylist()
+        self.sent.append((partition.partition_key_start, ids))
+        if self.error is not None:
+            raise self.error
+        return WriteOutcome([(i, AlreadyPresent("present")) for i, k in enumerate(ids) if k in self.present], "t1")
+
+
+def failed_ids(errors: list[RowError]) -> list[int]:
+    return [e.row["id"] for e in errors]
+
+
+def together(joiner: WriteJoiner, *writes: tuple[Partition, OpBatch]) -> list[list[RowError] | BaseException]:
+    async def all_of() -> list[list[RowError] | BaseException]:
+        deadline = Deadline(10, "test")
+        calls = (joiner.write(TABLE, p, b, deadline) for p, b in writes)
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return run(all_of())
+
+
+def test_writes_to_one_tablet_started_together_are_one_write_and_each_gets_its_errors() -> None:
+    recorder = Recorder(present=frozenset({2, 4}))
+    joiner = WriteJoiner(recorder, 1 << 20)
+    results = together(joiner, (P0, batch(1, 2)), (P0, batch(3, 4, 5)), (P1, batch(6)))
+    assert recorder.sent == [(b"\x00", [1, 2, 3, 4, 5]), (b"\x01", [6])]
+    assert [failed_ids(r) for r in results if isinstance(r, list)] == [[2], [4], []]
+    assert all(e.tablet_id == "t1" for r in results if isinstance(r, list) for e in r)
+
+
+def test_batches_with_other_columns_or_over_the_size_limit_go_separately() -> None:
+    recorder = Recorder()
+    small = batch(1)
+    joiner = WriteJoiner(recorder, 2 * small.nbytes)
+    together(joiner, (P0, small), (P0, batch(2, with_v=False)), (P0, batch(3)), (P0, batch(4)))
+    assert recorder.sent == [(b"\x00", [1, 3]), (b"\x00", [2]), (b"\x00", [4])]
+
+
+def test_a_failed_write_fails_every_caller_in_it() -> None:
+    recorder = Recorder(error=NetworkError("connection reset"))
+    joiner = WriteJoiner(recorder, 1 << 20)
+    results = together(joiner, (P0, batch(1)), (P0, batch(2)))
+    assert [type(r) for r in results] == [NetworkError, NetworkError]
+
+
+def test_a_caller_cancelled_before_the_write_is_sent_is_left_out() -> None:
+    recorder = Recorder()
+    joiner = WriteJoiner(recorder, 1 << 20)
+
+    async def scenario() -> list[RowError]:
+        deadline = Deadline(10, "test")
+        gone = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        kept = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
+        await asyncio.sleep(0)  # both are waiting for the flush now
+        gone.cancel()
+        return await kept
+
+    assert run(scenario()) == []
+    assert recorder.sent == [(b"\x00", [2])]
+
+
+@pytest.mark.parametrize("offset", [0, 2])
+def test_an_outcome_gives_a_batch_the_errors_of_its_own_rows(offset: int) -> None:
+    error = AlreadyPresent("present")
+    outcome = WriteOutcome([(1, error), (3, error)], "t9", ambiguous=True)
+    # Rows 1 and 3 of the Write failed: the batch's second row either way, never another.
+    errors = outcome.row_errors(batch(10, 11), offset)
+    assert [(e.row["id"], e.tablet_id, e.after_ambiguous_retry) for e in errors] == [(11, "t9", True)]
