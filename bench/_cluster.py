@@ -69,6 +69,18 @@ def cpu_of(pids: Sequence[int]) -> float:
     return sum(process_cpu_seconds(p) for p in pids)
 
 
+async def settle(pids: Sequence[int], timeout_s: float = 30.0, busy_cores: float = 0.1) -> float:
+    """Wait until the servers are idle (flushes and checkpoints a load left behind are done):
+    below ``busy_cores`` of CPU over half a second.  Returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        before, t0 = cpu_of(pids), time.perf_counter()
+        await asyncio.sleep(0.5)
+        if (cpu_of(pids) - before) / (time.perf_counter() - t0) < busy_cores:
+            break
+    return time.perf_counter() - start
+
+
 _LOAD_AT_IMPORT = os.getloadavg()
 
 

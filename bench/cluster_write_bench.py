@@ -16,6 +16,10 @@ Nyala, each for ``--seconds`` after a 1 s warm-up:
    a 1,000-row Arrow batch, back to back; rows/s and latency of each call.
 3. single-row: ``--writers`` (64) tasks each inserting one row per call and waiting for it.
 
+Before figures 2 and 3 the benchmark waits until the servers are idle (at most 30 s): the
+MemRowSet flushes and checkpoints that the previous figure's rows cause would otherwise be
+charged to the next figure.
+
 etcd 3.4 (Debian ``etcd-server``, installed by this script with apt-get when ``etcd`` is not
 on PATH; default timings; data under .bench-tmp): ``--writers`` clients, each with its own
 keep-alive HTTP/1.1 connection to the leader's grpc-gateway, putting 8-byte keys with
@@ -52,6 +56,7 @@ from bench._cluster import (
     load_average,
     print_table,
     scratch_dir,
+    settle,
     spread_leaders,
 )
 from bench._etcd import EtcdCluster, GatewayClient, ensure_etcd, etcd_version
@@ -122,13 +127,20 @@ async def measure_nyala(cluster: MiniCluster, args: argparse.Namespace) -> Nyala
 
         print("Nyala: batched writes through an AUTO_FLUSH_BACKGROUND session ...", flush=True)
         session = await session_load(table, args.seconds, KEY_SPACE, pids)
+        await settled(pids)
         print(f"Nyala: batched writes, {args.batch_writers} concurrent 1,000-row inserts ...", flush=True)
         concurrent = await closed_loop(insert_batch, args.batch_writers, args.seconds, pids)
+        await settled(pids)
         print(f"Nyala: single-row writes from {args.writers} writers ...", flush=True)
         single = await closed_loop(insert_row, args.writers, args.seconds, pids)
         return NyalaResults(session, concurrent, single, leaders)
     finally:
         await client.close()
+
+
+async def settled(pids: list[int]) -> None:
+    waited = await settle(pids)
+    print(f"  (the servers settled in {waited:.1f} s: flushes of the rows just written)", flush=True)
 
 
 async def checked(write: Awaitable[list[RowError]]) -> None:
