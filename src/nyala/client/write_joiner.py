@@ -120,12 +120,14 @@ class WriteJoiner:
                 )
             deadline = min((p.deadline for p in group), key=lambda d: d.at)
             outcome = await self._run_write(first.table, first.partition, batch, deadline)
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            for p in group:
+                p.future.cancel()
+            raise
+        except Exception as exc:  # every caller gets what stopped its Write
             for p in group:
                 if not p.future.done():
                     p.future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
         offset = 0
         for p in group:

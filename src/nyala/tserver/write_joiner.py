@@ -11,8 +11,8 @@ and then go together.  A lone write is not delayed; under load the entries grow,
 when joining pays.
 
 Writes are joined only when their row operations have the same Arrow schema (the same
-columns, so concatenating them changes no write) and every row sets every column, and up to ``max_bytes`` an entry.
-A write alone keeps the bytes the client sent (kinds 1 and 3 of the envelope); joined
+columns, so concatenating them changes no write) and every row sets every column, and only
+up to ``max_bytes`` an entry.  A write alone keeps the bytes the client sent (kinds 1 and 3 of the envelope); joined
 writes are re-encoded as one stream (kind 4).  Each caller gets its own write's result
 (:func:`nyala.tserver.state_machine.split_joined`) or the error that stopped the entry.
 """
@@ -32,7 +32,8 @@ from nyala.tserver.state_machine import JoinedResult
 
 __all__ = ["PendingWrite", "WriteJoiner"]
 
-# Room kept per write for its joined header (client ids are at most 64 bytes).
+# Room kept per write for its joined header (client ids are at most 64 bytes), besides four
+# bytes per dropped row.
 _HEADER_ALLOWANCE = 128
 # Entries of one tablet the joiner has replicating at once; later writes wait and join.  One
 # or two gave the same single-row rate and the same batched rate as no limit (measured, 64
@@ -111,7 +112,7 @@ class WriteJoiner:
             if not write.joinable:
                 groups.append([write])
                 continue
-            size = len(write.payload) + _HEADER_ALLOWANCE
+            size = len(write.payload) + _HEADER_ALLOWANCE + 4 * len(write.dropped_rows)
             schema = write.data.schema
             for i, (group_schema, position, group_size) in enumerate(open_groups):
                 if group_schema.equals(schema):
