@@ -181,7 +181,9 @@ class MasterProxy:
                 await backoff.wait(deadline, exc)
             except (NetworkError, TimedOut) as exc:
                 tracker.ambiguous = True
-                if self.leader == leader:
+                # An attempt cut short by the caller's own deadline says nothing about the
+                # master; forgetting it would make every later call rediscover the leader.
+                if self.leader == leader and not (isinstance(exc, TimedOut) and deadline.expired):
                     self.leader = None
                 log.debug("%s to master %s failed: %s", method.full_name, leader, exc)
                 await backoff.wait(deadline, exc)

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 import socket
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
 import nyala
 from nyala.client import AsyncClient, ClientOptions, connect
+from nyala.client._retry import Deadline
+from nyala.client.masters import MasterProxy
 from nyala.common.errors import IllegalState, InvalidArgument, NotFound, TimedOut
+from nyala.common.hostport import HostPort
+from nyala.proto import master_pb2 as mpb
+from nyala.rpc import Messenger
+from nyala.services import LIST_TABLES
 from tests.unit.client.conftest import Runner
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, hashed, kv_schema
@@ -111,3 +120,30 @@ def test_the_sync_client_refuses_calls_from_its_own_loop(cluster: FakeCluster) -
                 client.list_tables()
 
         client.run(inside())
+
+
+class SlowMessenger:
+    """Every call times out at its attempt timeout."""
+
+    async def call(self, address: HostPort, method: object, request: object, timeout: float) -> object:
+        await asyncio.sleep(timeout + 0.01)
+        raise TimedOut(f"call to {address} timed out")
+
+
+@pytest.mark.parametrize(("deadline_s", "attempt_ms", "forgotten"), [(0.05, 10_000, False), (0.3, 20, True)])
+def test_the_leader_master_is_forgotten_only_when_it_did_not_answer_in_a_whole_attempt(
+    run: Runner, deadline_s: float, attempt_ms: int, forgotten: bool
+) -> None:
+    leader = HostPort("127.0.0.1", 7051)
+
+    async def scenario() -> HostPort | None:
+        options = dataclasses.replace(ClientOptions(), rpc_attempt_timeout_ms=attempt_ms)
+        proxy = MasterProxy([leader], cast(Messenger, SlowMessenger()), options, random.Random(0))
+        proxy.leader = leader
+        with pytest.raises(TimedOut):
+            await proxy.call(LIST_TABLES, mpb.ListTablesRequestPB(), Deadline(deadline_s, "listing tables"))
+        return proxy.leader
+
+    # A call cut short by its own deadline keeps the leader; a master silent for a whole
+    # attempt is forgotten (and rediscovered by the next call).
+    assert run(scenario()) == (None if forgotten else leader)

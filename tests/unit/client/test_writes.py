@@ -15,6 +15,7 @@ from nyala.common.errors import (
     InvalidArgument,
     NotFound,
     ServiceUnavailable,
+    TimedOut,
 )
 from nyala.schema import OpType
 from tests.unit.client.fakes import FakeCluster
@@ -164,7 +165,9 @@ def test_errors_past_the_deadline_are_row_errors_not_silence(cluster: FakeCluste
     leader.write_failures = [ServiceUnavailable("busy")] * 1000
     errors = table.insert(rows(0, 3), timeout_s=0.3)
     assert len(errors) == 3
-    assert all("deadline" in str(e.error) for e in errors)
+    # Which step the deadline cuts short (a master lookup or a retry of the write) depends
+    # on the machine's speed; either way every row gets the TimedOut.
+    assert all(isinstance(e.error, TimedOut) for e in errors), [str(e.error) for e in errors]
 
 
 def test_auto_flush_sync_returns_errors_per_call(client: Client) -> None:
