@@ -14,8 +14,9 @@ Raft transport, apply pool) plus:
   kind (:mod:`.envelope`): row operations, applied in runs as one store transaction each,
   or a schema change, applied between the writes around it, in log order;
 - the write path: the leader validates a batch once (schema version, size, types, nulls,
-  columns, partition), replicates exactly those bytes, waits until the entry is applied and
-  answers with per-row errors and the entry's index;
+  columns, partition), replicates those bytes, or joins them with the other writes of the
+  tablet that arrived with them into one entry (:mod:`.write_joiner`), waits until the
+  entry is applied and answers with its own per-row errors and the entry's index;
 - the scan path (:mod:`.service`, :mod:`.scan_spec`, :mod:`.scanners`): any RUNNING replica
   opens a store query with projection, predicates, key range, order and limit pushed down,
   and streams it back in byte-bounded Arrow IPC sidecars through a scanner with a TTL;

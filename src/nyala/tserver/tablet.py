@@ -5,10 +5,10 @@ is open and its Raft replica has replayed the WAL, and FAILED when either cannot
 error is kept and reported).  Writes and schema changes go through the leader:
 
 - a write is validated once, on the leader, against the current schema (types, nulls, sizes,
-  columns, the client's schema version, the tablet's partition), and the same bytes become
-  the Raft entry (re-encoded only when some rows belong to another partition, which are then
-  answered with per-row errors and not written);
+  columns, the client's schema version, the tablet's partition); rows that belong to another
+  partition are answered with per-row errors and not written;
 - writes that arrive together are joined into one entry (:mod:`nyala.tserver.write_joiner`);
+  a write that goes alone keeps the bytes the client sent;
 - the leader waits for the entry to be applied and answers with its row errors and index;
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
   the recorded answer (see :mod:`nyala.tserver.result_tracker`).
