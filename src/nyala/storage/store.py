@@ -477,8 +477,7 @@ class DuckDBTabletStore:
         """Write the MemRowSet to DuckDB in one transaction when its oldest row is at least
         ``older_than_s`` old; True when it did.  Afterwards ``durable_index() == applied_index()``."""
         with self._lock:
-            self._check_usable()
-            self._wait_for_frozen()
+            self._wait_for_frozen()  # its rows become durable when it is written
             self._check_usable()
             if self._durable == self._applied:
                 return False

@@ -104,21 +104,21 @@ class TabletStateMachine:
             run.append(ApplyEntry(entry.index, payload.row_operations))
         results.extend(self._apply_writes(run))
         for position, payload in tracked:
-            self._record(results[position], payload.request_id, payload.dropped_rows)
+            result = results[position]
+            assert isinstance(result, EntryResult)
+            self._record(result, payload.request_id, payload.dropped_rows)
         for position, joined_payload in joined:
             whole = results[position]
             assert isinstance(whole, EntryResult)
             split = split_joined(whole, joined_payload.writes)
             results[position] = split
-            for result, write in zip(split.results, joined_payload.writes, strict=True):
-                self._record(result, write.request_id, write.dropped_rows)
+            for part, write in zip(split.results, joined_payload.writes, strict=True):
+                self._record(part, write.request_id, write.dropped_rows)
         return results
 
-    def _record(
-        self, result: EntryResult | JoinedResult, request_id: RequestId | None, dropped: tuple[int, ...]
-    ) -> None:
+    def _record(self, result: EntryResult, request_id: RequestId | None, dropped: tuple[int, ...]) -> None:
         # A refused entry changed nothing: a retry may apply it, so there is nothing to remember.
-        if isinstance(result, EntryResult) and result.error is None and request_id is not None:
+        if result.error is None and request_id is not None:
             tablet_id = self._metadata.current.tablet_id
             self.tracker.record(request_id, response_from_result(tablet_id, result, dropped))
 

@@ -74,9 +74,6 @@ class WriteJoiner:
         self._pending: list[PendingWrite] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._scheduled = False
-        #: Entries that carried more than one write, and the writes they carried.
-        self.joined_entries = 0
-        self.joined_writes = 0
 
     def submit(self, write: PendingWrite) -> asyncio.Future[EntryResult]:
         self._pending.append(write)
@@ -136,8 +133,6 @@ class WriteJoiner:
                 joined = encode_row_operations(pa.concat_tables([w.table() for w in group]))
                 writes = [JoinedWrite(len(w.ops), w.request_id, w.dropped_rows) for w in group]
                 entry = encode_joined(writes, joined)
-                self.joined_entries += 1
-                self.joined_writes += len(group)
             result = await self._replicate(entry)
         except asyncio.CancelledError:
             for write in group:

@@ -102,7 +102,9 @@ def test_a_caller_cancelled_before_the_write_is_sent_is_left_out() -> None:
         deadline = Deadline(10, "test")
         gone = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
         kept = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
-        await asyncio.sleep(0)  # both are waiting for the flush now
+        await asyncio.sleep(0)  # both tasks ran up to the joiner; its flush comes next
+        assert len(joiner._pending) == 2
+        assert not recorder.sent
         gone.cancel()
         return await kept
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -281,6 +282,15 @@ def test_dropping_rows_of_other_partitions_keeps_which_columns_each_row_sets(
     assert rows_now == [{"id": 12, "v": 2.0, "s": "a"}, {"id": 13, "v": None, "s": "b"}]
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the other tasks run until ``condition`` holds (a bounded number of loop turns)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
 def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
     tablet: tuple[TabletReplica, StandInRaft],
 ) -> None:
@@ -293,11 +303,13 @@ def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
             return asyncio.ensure_future(t.write(data, 0, LIMITS, MAX_BYTES))
 
         first = start(1)
-        await asyncio.sleep(0)
+        await until(lambda: len(raft.payloads) == 1)
         second = start(2)
-        await asyncio.sleep(0.01)
+        await until(lambda: len(raft.payloads) == 2)  # two entries in flight: later writes wait
         waiting, kept = start(3), start(4)
-        await asyncio.sleep(0.01)
+        assert t._joiner is not None
+        joiner = t._joiner
+        await until(lambda: len(joiner._pending) == 2)
         waiting.cancel()
         assert raft.delay is not None
         raft.delay.set()
