@@ -26,7 +26,7 @@ from nyala.proto import common_pb2 as nyala_dot_proto_dot_common__pb2
 from nyala.proto import consensus_pb2 as nyala_dot_proto_dot_consensus__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnyala/proto/consensus_rpc.proto\x12\x0fnyala.consensus\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"H\n\nLogEntryPB\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\x05\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\"|\n\x0f\x41ppendRequestPB\x12\x12\n\nprev_index\x18\x01 \x01(\x03\x12\x11\n\tprev_term\x18\x02 \x01(\x03\x12,\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1b.nyala.consensus.LogEntryPB\x12\x14\n\x0c\x63ommit_index\x18\x04 \x01(\x03\"m\n\x10\x41ppendResponsePB\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x12\n\nhint_index\x18\x03 \x01(\x03\x12\x11\n\thint_term\x18\x04 \x01(\x03\x12\x12\n\nlast_index\x18\x05 \x01(\x03\"d\n\rVoteRequestPB\x12\x12\n\nlast_index\x18\x01 \x01(\x03\x12\x11\n\tlast_term\x18\x02 \x01(\x03\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\x12\x1a\n\x12ignore_live_leader\x18\x04 \x01(\x08\"3\n\x0eVoteResponsePB\x12\x10\n\x08pre_vote\x18\x01 \x01(\x08\x12\x0f\n\x07granted\x18\x02 \x01(\x08\"5\n\x0bHeartbeatPB\x12\x14\n\x0c\x63ommit_index\x18\x01 \x01(\x03\x12\x10\n\x08read_seq\x18\x02 \x01(\x03\";\n\x13HeartbeatResponsePB\x12\x10\n\x08read_seq\x18\x01 \x01(\x03\x12\x12\n\nlast_index\x18\x02 \x01(\x03\"\x0e\n\x0cTimeoutNowPB\"\xf3\x03\n\rRaftMessagePB\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x11\n\trecipient\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x03\x12:\n\x0e\x61ppend_request\x18\n \x01(\x0b\x32 .nyala.consensus.AppendRequestPBH\x00\x12<\n\x0f\x61ppend_response\x18\x0b \x01(\x0b\x32!.nyala.consensus.AppendResponsePBH\x00\x12\x36\n\x0cvote_request\x18\x0c \x01(\x0b\x32\x1e.nyala.consensus.VoteRequestPBH\x00\x12\x38\n\rvote_response\x18\r \x01(\x0b\x32\x1f.nyala.consensus.VoteResponsePBH\x00\x12\x31\n\theartbeat\x18\x0e \x01(\x0b\x32\x1c.nyala.consensus.HeartbeatPBH\x00\x12\x42\n\x12heartbeat_response\x18\x0f \x01(\x0b\x32$.nyala.consensus.HeartbeatResponsePBH\x00\x12\x34\n\x0btimeout_now\x18\x10 \x01(\x0b\x32\x1d.nyala.consensus.TimeoutNowPBH\x00\x42\x06\n\x04\x62ody\"\x97\x01\n\x10\x44\x65liverRequestPB\x12\x13\n\x0bsender_uuid\x18\x01 \x01(\t\x12)\n\x0esender_address\x18\x02 \x01(\x0b\x32\x11.nyala.HostPortPB\x12\x11\n\tdest_uuid\x18\x03 \x01(\t\x12\x30\n\x08messages\x18\x04 \x03(\x0b\x32\x1e.nyala.consensus.RaftMessagePB\"+\n\x11\x44\x65liverResponsePB\x12\x16\n\x0eunknown_groups\x18\x01 \x03(\t\"C\n\x1aGetConsensusStateRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x12\n\ntablet_ids\x18\x02 \x03(\t\"\xa2\x02\n\x10\x43onsensusStatePB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63urrent_term\x18\x02 \x01(\x03\x12\x13\n\x0bleader_uuid\x18\x03 \x01(\t\x12\x1f\n\x04role\x18\x04 \x01(\x0e\x32\x11.nyala.RaftRolePB\x12\x37\n\x10\x63ommitted_config\x18\x05 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x35\n\x0epending_config\x18\x06 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x12\n\nlast_index\x18\x07 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x08 \x01(\x03\x12\x15\n\rapplied_index\x18\t \x01(\x03\"Q\n\x1bGetConsensusStateResponsePB\x12\x32\n\x07tablets\x18\x01 \x03(\x0b\x32!.nyala.consensus.ConsensusStatePB\"h\n\x17LeaderStepDownRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x17\n\x0fnew_leader_uuid\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x62rupt\x18\x04 \x01(\x08\"\x1a\n\x18LeaderStepDownResponsePBb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnyala/proto/consensus_rpc.proto\x12\x0fnyala.consensus\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"a\n\nLogEntryPB\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\x05\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x17\n\x0fpayload_sidecar\x18\x05 \x01(\r\"|\n\x0f\x41ppendRequestPB\x12\x12\n\nprev_index\x18\x01 \x01(\x03\x12\x11\n\tprev_term\x18\x02 \x01(\x03\x12,\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1b.nyala.consensus.LogEntryPB\x12\x14\n\x0c\x63ommit_index\x18\x04 \x01(\x03\"m\n\x10\x41ppendResponsePB\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\r\n\x05index\x18\x02 \x01(\x03\x12\x12\n\nhint_index\x18\x03 \x01(\x03\x12\x11\n\thint_term\x18\x04 \x01(\x03\x12\x12\n\nlast_index\x18\x05 \x01(\x03\"d\n\rVoteRequestPB\x12\x12\n\nlast_index\x18\x01 \x01(\x03\x12\x11\n\tlast_term\x18\x02 \x01(\x03\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\x12\x1a\n\x12ignore_live_leader\x18\x04 \x01(\x08\"3\n\x0eVoteResponsePB\x12\x10\n\x08pre_vote\x18\x01 \x01(\x08\x12\x0f\n\x07granted\x18\x02 \x01(\x08\"5\n\x0bHeartbeatPB\x12\x14\n\x0c\x63ommit_index\x18\x01 \x01(\x03\x12\x10\n\x08read_seq\x18\x02 \x01(\x03\";\n\x13HeartbeatResponsePB\x12\x10\n\x08read_seq\x18\x01 \x01(\x03\x12\x12\n\nlast_index\x18\x02 \x01(\x03\"\x0e\n\x0cTimeoutNowPB\"\xf3\x03\n\rRaftMessagePB\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x11\n\trecipient\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x03\x12:\n\x0e\x61ppend_request\x18\n \x01(\x0b\x32 .nyala.consensus.AppendRequestPBH\x00\x12<\n\x0f\x61ppend_response\x18\x0b \x01(\x0b\x32!.nyala.consensus.AppendResponsePBH\x00\x12\x36\n\x0cvote_request\x18\x0c \x01(\x0b\x32\x1e.nyala.consensus.VoteRequestPBH\x00\x12\x38\n\rvote_response\x18\r \x01(\x0b\x32\x1f.nyala.consensus.VoteResponsePBH\x00\x12\x31\n\theartbeat\x18\x0e \x01(\x0b\x32\x1c.nyala.consensus.HeartbeatPBH\x00\x12\x42\n\x12heartbeat_response\x18\x0f \x01(\x0b\x32$.nyala.consensus.HeartbeatResponsePBH\x00\x12\x34\n\x0btimeout_now\x18\x10 \x01(\x0b\x32\x1d.nyala.consensus.TimeoutNowPBH\x00\x42\x06\n\x04\x62ody\"\x97\x01\n\x10\x44\x65liverRequestPB\x12\x13\n\x0bsender_uuid\x18\x01 \x01(\t\x12)\n\x0esender_address\x18\x02 \x01(\x0b\x32\x11.nyala.HostPortPB\x12\x11\n\tdest_uuid\x18\x03 \x01(\t\x12\x30\n\x08messages\x18\x04 \x03(\x0b\x32\x1e.nyala.consensus.RaftMessagePB\"+\n\x11\x44\x65liverResponsePB\x12\x16\n\x0eunknown_groups\x18\x01 \x03(\t\"C\n\x1aGetConsensusStateRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x12\n\ntablet_ids\x18\x02 \x03(\t\"\xa2\x02\n\x10\x43onsensusStatePB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63urrent_term\x18\x02 \x01(\x03\x12\x13\n\x0bleader_uuid\x18\x03 \x01(\t\x12\x1f\n\x04role\x18\x04 \x01(\x0e\x32\x11.nyala.RaftRolePB\x12\x37\n\x10\x63ommitted_config\x18\x05 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x35\n\x0epending_config\x18\x06 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x12\n\nlast_index\x18\x07 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x08 \x01(\x03\x12\x15\n\rapplied_index\x18\t \x01(\x03\"Q\n\x1bGetConsensusStateResponsePB\x12\x32\n\x07tablets\x18\x01 \x03(\x0b\x32!.nyala.consensus.ConsensusStatePB\"h\n\x17LeaderStepDownRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x17\n\x0fnew_leader_uuid\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x62rupt\x18\x04 \x01(\x08\"\x1a\n\x18LeaderStepDownResponsePBb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,35 +34,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nyala.proto.consensus_rpc_p
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LOGENTRYPB']._serialized_start=107
-  _globals['_LOGENTRYPB']._serialized_end=179
-  _globals['_APPENDREQUESTPB']._serialized_start=181
-  _globals['_APPENDREQUESTPB']._serialized_end=305
-  _globals['_APPENDRESPONSEPB']._serialized_start=307
-  _globals['_APPENDRESPONSEPB']._serialized_end=416
-  _globals['_VOTEREQUESTPB']._serialized_start=418
-  _globals['_VOTEREQUESTPB']._serialized_end=518
-  _globals['_VOTERESPONSEPB']._serialized_start=520
-  _globals['_VOTERESPONSEPB']._serialized_end=571
-  _globals['_HEARTBEATPB']._serialized_start=573
-  _globals['_HEARTBEATPB']._serialized_end=626
-  _globals['_HEARTBEATRESPONSEPB']._serialized_start=628
-  _globals['_HEARTBEATRESPONSEPB']._serialized_end=687
-  _globals['_TIMEOUTNOWPB']._serialized_start=689
-  _globals['_TIMEOUTNOWPB']._serialized_end=703
-  _globals['_RAFTMESSAGEPB']._serialized_start=706
-  _globals['_RAFTMESSAGEPB']._serialized_end=1205
-  _globals['_DELIVERREQUESTPB']._serialized_start=1208
-  _globals['_DELIVERREQUESTPB']._serialized_end=1359
-  _globals['_DELIVERRESPONSEPB']._serialized_start=1361
-  _globals['_DELIVERRESPONSEPB']._serialized_end=1404
-  _globals['_GETCONSENSUSSTATEREQUESTPB']._serialized_start=1406
-  _globals['_GETCONSENSUSSTATEREQUESTPB']._serialized_end=1473
-  _globals['_CONSENSUSSTATEPB']._serialized_start=1476
-  _globals['_CONSENSUSSTATEPB']._serialized_end=1766
-  _globals['_GETCONSENSUSSTATERESPONSEPB']._serialized_start=1768
-  _globals['_GETCONSENSUSSTATERESPONSEPB']._serialized_end=1849
-  _globals['_LEADERSTEPDOWNREQUESTPB']._serialized_start=1851
-  _globals['_LEADERSTEPDOWNREQUESTPB']._serialized_end=1955
-  _globals['_LEADERSTEPDOWNRESPONSEPB']._serialized_start=1957
-  _globals['_LEADERSTEPDOWNRESPONSEPB']._serialized_end=1983
+  _globals['_LOGENTRYPB']._serialized_end=204
+  _globals['_APPENDREQUESTPB']._serialized_start=206
+  _globals['_APPENDREQUESTPB']._serialized_end=330
+  _globals['_APPENDRESPONSEPB']._serialized_start=332
+  _globals['_APPENDRESPONSEPB']._serialized_end=441
+  _globals['_VOTEREQUESTPB']._serialized_start=443
+  _globals['_VOTEREQUESTPB']._serialized_end=543
+  _globals['_VOTERESPONSEPB']._serialized_start=545
+  _globals['_VOTERESPONSEPB']._serialized_end=596
+  _globals['_HEARTBEATPB']._serialized_start=598
+  _globals['_HEARTBEATPB']._serialized_end=651
+  _globals['_HEARTBEATRESPONSEPB']._serialized_start=653
+  _globals['_HEARTBEATRESPONSEPB']._serialized_end=712
+  _globals['_TIMEOUTNOWPB']._serialized_start=714
+  _globals['_TIMEOUTNOWPB']._serialized_end=728
+  _globals['_RAFTMESSAGEPB']._serialized_start=731
+  _globals['_RAFTMESSAGEPB']._serialized_end=1230
+  _globals['_DELIVERREQUESTPB']._serialized_start=1233
+  _globals['_DELIVERREQUESTPB']._serialized_end=1384
+  _globals['_DELIVERRESPONSEPB']._serialized_start=1386
+  _globals['_DELIVERRESPONSEPB']._serialized_end=1429
+  _globals['_GETCONSENSUSSTATEREQUESTPB']._serialized_start=1431
+  _globals['_GETCONSENSUSSTATEREQUESTPB']._serialized_end=1498
+  _globals['_CONSENSUSSTATEPB']._serialized_start=1501
+  _globals['_CONSENSUSSTATEPB']._serialized_end=1791
+  _globals['_GETCONSENSUSSTATERESPONSEPB']._serialized_start=1793
+  _globals['_GETCONSENSUSSTATERESPONSEPB']._serialized_end=1874
+  _globals['_LEADERSTEPDOWNREQUESTPB']._serialized_start=1876
+  _globals['_LEADERSTEPDOWNREQUESTPB']._serialized_end=1980
+  _globals['_LEADERSTEPDOWNRESPONSEPB']._serialized_start=1982
+  _globals['_LEADERSTEPDOWNRESPONSEPB']._serialized_end=2008
 # @@protoc_insertion_point(module_scope)

@@ -9,16 +9,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LogEntryPB(_message.Message):
-    __slots__ = ("term", "index", "type", "payload")
+    __slots__ = ("term", "index", "type", "payload", "payload_sidecar")
     TERM_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_SIDECAR_FIELD_NUMBER: _ClassVar[int]
     term: int
     index: int
     type: int
     payload: bytes
-    def __init__(self, term: _Optional[int] = ..., index: _Optional[int] = ..., type: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    payload_sidecar: int
+    def __init__(self, term: _Optional[int] = ..., index: _Optional[int] = ..., type: _Optional[int] = ..., payload: _Optional[bytes] = ..., payload_sidecar: _Optional[int] = ...) -> None: ...
 
 class AppendRequestPB(_message.Message):
     __slots__ = ("prev_index", "prev_term", "entries", "commit_index")

@@ -1,8 +1,16 @@
-"""The core's message dataclasses to and from ``RaftMessagePB``, field for field."""
+"""The core's message dataclasses to and from ``RaftMessagePB``, field for field.
+
+An entry payload of at least :data:`SIDECAR_MIN_BYTES` is not put in the protobuf: it is
+appended to the ``sidecars`` list of the call that will carry the message, and the entry
+names it by position.  Serialising a 1 MiB payload through protobuf cost 2.4-3 ms on the
+sending side (copied into the message, again into the call, again by serialisation and again
+into the frame); as a sidecar it is written from the entry's own bytes object, and the
+receiver copies it once out of the frame.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import (
@@ -18,11 +26,19 @@ from nyala.consensus.core import (
     VoteResponse,
 )
 from nyala.proto import consensus_rpc_pb2 as pb
+from nyala.rpc.framing import Buffer
 
-__all__ = ["decode_message", "encode_message"]
+__all__ = ["SIDECAR_MIN_BYTES", "decode_message", "encode_message"]
+
+#: Smaller payloads stay inline: copying 1 KiB costs less than a sidecar's bookkeeping.
+SIDECAR_MIN_BYTES = 1024
+#: Beyond this many sidecars in one call, payloads go inline: each sidecar's size takes 4
+#: bytes of the frame header, which is limited to 64 KiB.
+MAX_SIDECARS = 1024
 
 
-def encode_message(m: Message) -> pb.RaftMessagePB:
+def encode_message(m: Message, sidecars: list[Buffer]) -> pb.RaftMessagePB:
+    """The protobuf for ``m``; large entry payloads are appended to ``sidecars`` instead."""
     out = pb.RaftMessagePB(group_id=m.group_id, sender=m.sender, recipient=m.recipient, term=m.term)
     if isinstance(m, Heartbeat):
         out.heartbeat.commit_index = m.commit_index
@@ -33,9 +49,13 @@ def encode_message(m: Message) -> pb.RaftMessagePB:
     elif isinstance(m, AppendRequest):
         req = out.append_request
         req.prev_index, req.prev_term, req.commit_index = m.prev_index, m.prev_term, m.commit_index
-        req.entries.extend(
-            pb.LogEntryPB(term=e.term, index=e.index, type=int(e.type), payload=e.payload) for e in m.entries
-        )
+        entries = req.entries
+        for e in m.entries:
+            if len(e.payload) < SIDECAR_MIN_BYTES or len(sidecars) >= MAX_SIDECARS:
+                entries.add(term=e.term, index=e.index, type=int(e.type), payload=e.payload)
+            else:
+                sidecars.append(e.payload)
+                entries.add(term=e.term, index=e.index, type=int(e.type), payload_sidecar=len(sidecars))
     elif isinstance(m, AppendResponse):
         r = out.append_response
         r.success, r.index, r.hint_index, r.hint_term, r.last_index = (
@@ -56,8 +76,11 @@ def encode_message(m: Message) -> pb.RaftMessagePB:
     return out
 
 
-def decode_message(m: pb.RaftMessagePB) -> Message:
-    """The core message for ``m``; InvalidArgument for a message with no body or a bad entry type."""
+def decode_message(m: pb.RaftMessagePB, sidecars: Sequence[Buffer] = ()) -> Message:
+    """The core message for ``m``, whose large payloads are among ``sidecars``.
+
+    InvalidArgument for a message with no body, a bad entry type or a missing sidecar.
+    """
     head = (m.group_id, m.sender, m.recipient, m.term)
     kind = m.WhichOneof("body")
     if kind == "heartbeat":
@@ -71,7 +94,7 @@ def decode_message(m: pb.RaftMessagePB) -> Message:
             *head,
             prev_index=a.prev_index,
             prev_term=a.prev_term,
-            entries=_entries(a.entries),
+            entries=_entries(a.entries, sidecars),
             commit_index=a.commit_index,
         )
     if kind == "append_response":
@@ -93,8 +116,24 @@ def decode_message(m: pb.RaftMessagePB) -> Message:
     raise InvalidArgument(f"Raft message for group {m.group_id!r} from {m.sender!r} has no body")
 
 
-def _entries(entries: Iterable[pb.LogEntryPB]) -> tuple[LogEntry, ...]:
-    try:
-        return tuple(LogEntry(e.term, e.index, EntryType(e.type), e.payload) for e in entries)
-    except ValueError as exc:
-        raise InvalidArgument(f"log entry with an unknown type: {exc}") from exc
+def _entries(entries: Iterable[pb.LogEntryPB], sidecars: Sequence[Buffer]) -> tuple[LogEntry, ...]:
+    out = []
+    for e in entries:
+        try:
+            kind = EntryType(e.type)
+        except ValueError as exc:
+            raise InvalidArgument(f"log entry {e.index} has an unknown type: {exc}") from exc
+        where = e.payload_sidecar
+        if not where:
+            payload = e.payload
+        elif e.payload:
+            raise InvalidArgument(f"log entry {e.index} has both an inline payload and sidecar {where - 1}")
+        elif where > len(sidecars):
+            raise InvalidArgument(
+                f"log entry {e.index} names payload sidecar {where - 1}, but the call has {len(sidecars)} sidecars"
+            )
+        else:
+            # A copy, not a view: log entries are kept and handed to other threads as bytes.
+            payload = bytes(sidecars[where - 1])
+        out.append(LogEntry(e.term, e.index, kind, payload))
+    return tuple(out)

@@ -28,7 +28,7 @@ from nyala.consensus.core import Message
 from nyala.consensus.runtime.codec import decode_message, encode_message
 from nyala.proto import common_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
-from nyala.rpc import CallContext, Messenger, RpcServer
+from nyala.rpc import Buffer, CallContext, Messenger, RpcServer
 from nyala.services import DELIVER
 
 __all__ = ["PeerDirectory", "RaftEndpoint", "RaftTransport"]
@@ -64,6 +64,16 @@ class PeerDirectory:
         return dict(self._addresses)
 
 
+class _Outgoing:
+    """The messages waiting for one destination, and the entry payloads they carry as sidecars."""
+
+    __slots__ = ("messages", "sidecars")
+
+    def __init__(self) -> None:
+        self.messages: list[cpb.RaftMessagePB] = []
+        self.sidecars: list[Buffer] = []
+
+
 class RaftTransport:
     """Coalesces outgoing Raft messages per destination server and dispatches incoming ones."""
 
@@ -87,7 +97,7 @@ class RaftTransport:
         self._deliver_timeout_s = deliver_timeout_s
         self._max_inflight = max_inflight_delivers
         self._endpoints: dict[str, RaftEndpoint] = {}
-        self._outbox: dict[str, list[cpb.RaftMessagePB]] = {}
+        self._outbox: dict[str, _Outgoing] = {}
         self._inflight: dict[str, int] = {}
         self._flush_scheduled = False
         self._ticker: asyncio.TimerHandle | None = None
@@ -142,8 +152,12 @@ class RaftTransport:
         """Queue messages the contract allows to leave now; they go at the end of this event-loop turn."""
         if not messages:
             return
+        outbox = self._outbox
         for m in messages:
-            self._outbox.setdefault(m.recipient, []).append(encode_message(m))
+            outgoing = outbox.get(m.recipient)
+            if outgoing is None:
+                outgoing = outbox[m.recipient] = _Outgoing()
+            outgoing.messages.append(encode_message(m, outgoing.sidecars))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -156,29 +170,31 @@ class RaftTransport:
             batch = self._outbox.pop(dest)
             address = self.directory.get(dest)
             if address is None:
-                log.debug("dropping %d Raft messages to %s: address unknown", len(batch), dest)
+                log.debug("dropping %d Raft messages to %s: address unknown", len(batch.messages), dest)
                 continue
             self._inflight[dest] = self._inflight.get(dest, 0) + 1
             self.delivers_sent += 1
-            self.messages_sent += len(batch)
+            self.messages_sent += len(batch.messages)
             task = asyncio.get_running_loop().create_task(self._deliver(dest, address, batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, dest: str, address: HostPort, batch: list[cpb.RaftMessagePB]) -> None:
+    async def _deliver(self, dest: str, address: HostPort, batch: _Outgoing) -> None:
         request = cpb.DeliverRequestPB(
             sender_uuid=self.uuid,
             sender_address=common_pb2.HostPortPB(host=self.address.host, port=self.address.port),
             dest_uuid=dest,
-            messages=batch,
+            messages=batch.messages,
         )
         try:
-            response = await self._messenger.call(address, DELIVER, request, timeout=self._deliver_timeout_s)
+            response = await self._messenger.call(
+                address, DELIVER, request, timeout=self._deliver_timeout_s, sidecars=batch.sidecars
+            )
             if response.unknown_groups and self.on_unknown_group is not None:
                 for group_id in response.unknown_groups:
                     self.on_unknown_group(dest, group_id)
         except NyalaError as exc:
-            log.debug("dropped %d Raft messages to %s at %s: %s", len(batch), dest, address, exc)
+            log.debug("dropped %d Raft messages to %s at %s: %s", len(batch.messages), dest, address, exc)
         finally:
             self._inflight[dest] -= 1
             if self._outbox.get(dest) and not self._flush_scheduled:
@@ -201,7 +217,7 @@ class RaftTransport:
         for pb in request.messages:
             if pb.recipient != self.uuid:
                 raise InvalidArgument(f"Raft message for peer {pb.recipient!r} reached server {self.uuid!r}")
-            decoded.append(decode_message(pb))
+            decoded.append(decode_message(pb, ctx.request_sidecars))
         unknown: set[str] = set()
         for message in decoded:
             endpoint = self._endpoints.get(message.group_id)
