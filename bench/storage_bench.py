@@ -1,7 +1,9 @@
 """Tablet store benchmark: Nyala's DuckDB tablet store beside plain DuckDB doing the same work.
 
 Both sides use one DuckDB instance with the same settings and one ATTACHed file with the same
-table (id BIGINT PRIMARY KEY, ts, host, metric, c1..c4) and a one-row applied-index table.
+columns (id BIGINT, ts, host, metric, c1..c4) and a one-row applied-index table.  Plain DuckDB
+declares id the PRIMARY KEY, so DuckDB itself refuses duplicate keys; Nyala's table has no
+constraint, as the store keeps keys unique itself (docs/storage.md says why).
 "Plain DuckDB" is the hand-written minimum for each job (INSERT; DELETE = ANY + INSERT for
 upserts; DELETE = ANY; SELECT ... to Arrow) with the applied index updated in the same
 transaction.  Nyala decodes and validates the Raft payload, detects duplicate keys, reports

@@ -37,8 +37,8 @@ class Conflict(Exception):
 class PlanExecutor:
     """Plans and runs one apply attempt.
 
-    Optimistic (``careful=False``): plain statements, and :class:`Conflict` (or DuckDB's
-    ConstraintException) when a row fails.  Careful: statements that name failing rows.
+    Optimistic (``careful=False``): plain statements, and :class:`Conflict` when a row fails.
+    Careful: statements that name failing rows.
     The Arrow tables reach DuckDB by local variable name (replacement scans), so each
     statement runs in the method that holds its table.
     """
@@ -56,7 +56,7 @@ class PlanExecutor:
         if not parts:
             return {}
         if not self._careful and all(p.inserts_only for p in parts):
-            # A key inserted twice breaks the primary key, and the careful attempt folds it.
+            # A key inserted twice is a Conflict (see _insert), and the careful attempt folds it.
             repeated = None
         else:
             repeated = repeated_rows(self._schema, parts)
@@ -165,21 +165,32 @@ class PlanExecutor:
         return fill_defaults(self._schema, upserts)
 
     def _insert(self, inserts: pa.Table, errors: dict[int, NyalaError]) -> None:
-        names = ", ".join(quote(c) for c in self._schema.names)
+        """Insert the planned rows, skipping (and reporting) keys already present.
+
+        The table has no PRIMARY KEY constraint (see ``create_table_sql``), so nothing in
+        DuckDB stops a second row with the same key: presence is checked here, with one join,
+        unless the plan knows every key is absent (``MODE.MUST``).
+        """
+        keys = self._schema.key_names
         _i = duck_table(inserts.select(self._schema.names))
-        if not self._careful or not pc.any(pc.not_equal(inserts[MODE_COLUMN], mode_scalar(MODE.MUST))).as_py():
-            # Optimistic: a duplicate key raises ConstraintException and the group is redone.
-            self._cur.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _i")
-            return
-        self._cur.execute(f"INSERT OR IGNORE INTO {self._rows} ({names}) SELECT * FROM _i{self._returning()}")
-        found = set(self._cur.fetchall())
-        if len(found) == inserts.num_rows:
-            return
-        missed = inserts.filter(pa.array(self._missing(_i, found)))
-        if MODE.MUST in missed[MODE_COLUMN].to_pylist():
-            raise AssertionError(f"tablet {self._tablet_id}: an insert of a known-absent key found it present")
-        report = missed.filter(pc.equal(missed[MODE_COLUMN], mode_scalar(MODE.REPORT)))
-        self._record(report, [True] * report.num_rows, errors, AlreadyPresent, "already present")
+        if _i.group_by(keys).aggregate([]).num_rows != _i.num_rows:
+            if not self._careful:
+                raise Conflict("a key is inserted twice")  # the careful attempt folds repeated keys
+            raise AssertionError(f"tablet {self._tablet_id}: a planned insert repeats a key")
+        if not pc.all(pc.equal(inserts[MODE_COLUMN], mode_scalar(MODE.MUST))).as_py():
+            found = self._existing_keys(_i.select(keys))
+            if found:
+                if not self._careful:
+                    raise Conflict("an inserted key is already present")
+                absent = pa.array(self._missing(_i, found))
+                missed = inserts.filter(pc.invert(absent))
+                if MODE.MUST in missed[MODE_COLUMN].to_pylist():
+                    raise AssertionError(f"tablet {self._tablet_id}: an insert of a known-absent key found it present")
+                report = missed.filter(pc.equal(missed[MODE_COLUMN], mode_scalar(MODE.REPORT)))
+                self._record(report, [True] * report.num_rows, errors, AlreadyPresent, "already present")
+                _i = _i.filter(absent)
+        names = ", ".join(quote(c) for c in self._schema.names)
+        self._cur.execute(f"INSERT INTO {self._rows} ({names}) SELECT * FROM _i")
 
     def _record(
         self,
