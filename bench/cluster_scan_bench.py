@@ -15,8 +15,10 @@ tablet servers (RF 3, fsync on, the servers' default timings).
    filesystem; a fresh connection then runs ``SELECT id, v`` to an Arrow table, ``--repeat``
    times, in this process (DuckDB's default threads: all cores).
 
-Each side scans once off the clock to warm up (DuckDB's buffers, the OS page cache), then
-takes the median of its repeats.  Target: Nyala's scan rate >= 0.5 of DuckDB's.
+Before Nyala's scans the benchmark waits until the servers are idle (at most 30 s): the
+MemRowSet flushes and checkpoints the load leaves behind would otherwise compete with the
+scans for the two cores, and be charged to them.  Each side scans once off the clock to warm
+up (DuckDB's buffers, the OS page cache), then takes the median of its repeats.  Target: Nyala's scan rate >= 0.5 of DuckDB's.
 
 Usage: ``python bench/cluster_scan_bench.py [--rows 10000000] [--repeat 3] [--buckets 6]
 [--chunk-rows 100000] [--scan-batch-mib 1] [--scan-parallelism 4] [--keep]``.  The two scan
@@ -47,6 +49,7 @@ from bench._cluster import (
     median,
     print_table,
     scratch_dir,
+    settle,
     spread_leaders,
 )
 from nyala.client import AsyncClient, AsyncTable, ClientOptions, FlushMode, Partitioning, schema
@@ -138,6 +141,8 @@ async def measure_nyala(cluster: MiniCluster, args: argparse.Namespace) -> Nyala
         pids = [s.process.pid for s in cluster.tservers + cluster.masters if s.process.pid is not None]
         print(f"Nyala: loading {args.rows:,} rows ...", flush=True)
         loaded = await load(table, args.rows, args.chunk_rows, pids)
+        waited = await settle(pids)
+        print(f"  (the servers settled in {waited:.1f} s: flushes of the rows just loaded)", flush=True)
         print(f"Nyala: scanning {args.repeat} times ...", flush=True)
         scanned, first = await scan(table, args.rows, args.repeat, pids)
         return NyalaResult(loaded, scanned, first)
