@@ -196,6 +196,7 @@ class _TabletWrite:
         self.deadline = deadline
         self.backoff = Backoff(ctx.options, ctx.rng)
         self.failed: set[str] = set()
+        self.hints_followed: set[str] = set()
         self.ambiguous = False
         self.tablet_id = ""
         self.reencode = False
@@ -286,6 +287,14 @@ class _TabletWrite:
             if hint and hint in tablet.replica_uuids:
                 tablet.leader_uuid = hint
                 self.failed.discard(hint)
+                if hint != target and hint not in self.hints_followed:
+                    # A replica names the leader: go there at once, as after an election the
+                    # pause was most of the time between the new leader and the first write
+                    # acknowledged by it.  Once per replica named, so replicas that name each
+                    # other (a stale view) still back off.
+                    self.hints_followed.add(hint)
+                    self.backoff.last_error = exc
+                    return
             elif tablet.leader_uuid == target:
                 tablet.leader_uuid = ""
             await self.backoff.wait(self.deadline, exc)

@@ -9,11 +9,14 @@ import pyarrow as pa
 import pytest
 
 from nyala.client import Client, FlushMode, Partitioning, UnhandledRowErrors, connect, schema
+from nyala.client._retry import Backoff, Deadline
 from nyala.common.errors import (
     AlreadyPresent,
     IllegalState,
     InvalidArgument,
     NotFound,
+    NotTheLeader,
+    NyalaError,
     ServiceUnavailable,
     TimedOut,
 )
@@ -111,6 +114,48 @@ def test_not_the_leader_moves_to_the_hinted_replica(cluster: FakeCluster, client
     before = cluster.tservers[first.replicas[0]].calls["Write"]
     table.insert(rows(40, 80))
     assert cluster.tservers[first.replicas[0]].calls["Write"] == before  # ...which the cache remembers
+
+
+def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[NyalaError | None]:
+    pauses: list[NyalaError | None] = []
+    wait = Backoff.wait
+
+    async def counted(self: Backoff, deadline: Deadline, error: NyalaError | None = None) -> None:
+        pauses.append(error)
+        await wait(self, deadline, error)
+
+    monkeypatch.setattr(Backoff, "wait", counted)
+    return pauses
+
+
+def test_a_replica_naming_the_leader_is_followed_without_a_pause(
+    cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
+    table.insert(rows(0, 2))
+    tablet = cluster.table("t").tablets[0]
+    tablet.leader = tablet.replicas[1]  # elected meanwhile; the client still knows replicas[0]
+    pauses = _count_pauses(monkeypatch)
+    assert table.insert(rows(2, 4)) == []
+    assert pauses == []
+    assert cluster.tservers[tablet.replicas[1]].calls["Write"] == 1
+
+
+def test_replicas_naming_each_other_are_followed_once_each_then_backed_off(
+    cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
+    table.insert(rows(0, 2))
+    tablet = cluster.table("t").tablets[0]
+    first, second = tablet.replicas[0], tablet.replicas[1]
+    assert tablet.leader == first
+    # A stale view: each names the other twice before the first one takes the write.
+    cluster.tservers[first].write_failures = [NotTheLeader("no", leader_hint=second) for _ in range(2)]
+    cluster.tservers[second].write_failures = [NotTheLeader("no", leader_hint=first) for _ in range(2)]
+    pauses = _count_pauses(monkeypatch)
+    assert table.insert(rows(2, 4)) == []
+    assert len(pauses) == 2
+    assert all(isinstance(p, NotTheLeader) for p in pauses)
 
 
 def test_a_dead_leader_is_skipped_for_a_live_replica(cluster: FakeCluster, client: Client) -> None:
