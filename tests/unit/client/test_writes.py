@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from nyala.client import Client, FlushMode, Partitioning, UnhandledRowErrors, connect, schema
+from nyala.client import Client, FlushMode, Partitioning, Table, UnhandledRowErrors, connect, schema
 from nyala.client._retry import Backoff, Deadline
 from nyala.common.errors import (
     AlreadyPresent,
@@ -21,7 +21,7 @@ from nyala.common.errors import (
     TimedOut,
 )
 from nyala.schema import OpType
-from tests.unit.client.fakes import FakeCluster
+from tests.unit.client.fakes import FakeCluster, FakeTablet
 from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
 
 
@@ -116,6 +116,13 @@ def test_not_the_leader_moves_to_the_hinted_replica(cluster: FakeCluster, client
     assert cluster.tservers[first.replicas[0]].calls["Write"] == before  # ...which the cache remembers
 
 
+def _one_tablet_known_to_the_client(cluster: FakeCluster, client: Client) -> tuple[Table, FakeTablet]:
+    """A one-tablet RF 3 table the client has written to, so it knows the tablet's leader."""
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
+    table.insert(rows(0, 2))
+    return table, cluster.table("t").tablets[0]
+
+
 def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[NyalaError | None]:
     pauses: list[NyalaError | None] = []
     wait = Backoff.wait
@@ -131,9 +138,7 @@ def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[NyalaError | None]:
 def test_a_replica_naming_the_leader_is_followed_without_a_pause(
     cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
-    table.insert(rows(0, 2))
-    tablet = cluster.table("t").tablets[0]
+    table, tablet = _one_tablet_known_to_the_client(cluster, client)
     tablet.leader = tablet.replicas[1]  # elected meanwhile; the client still knows replicas[0]
     pauses = _count_pauses(monkeypatch)
     assert table.insert(rows(2, 4)) == []
@@ -144,9 +149,7 @@ def test_a_replica_naming_the_leader_is_followed_without_a_pause(
 def test_replicas_naming_each_other_are_followed_once_each_then_backed_off(
     cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
-    table.insert(rows(0, 2))
-    tablet = cluster.table("t").tablets[0]
+    table, tablet = _one_tablet_known_to_the_client(cluster, client)
     first, second = tablet.replicas[0], tablet.replicas[1]
     assert tablet.leader == first
     # A stale view: each names the other twice before the first one takes the write.
