@@ -236,6 +236,27 @@ def test_every_replica_restarted_from_disk_recovers_every_entry(tmp_path: Path) 
     run(main())
 
 
+def test_a_replica_restarted_alone_applies_what_it_knew_committed(tmp_path: Path) -> None:
+    async def main() -> None:
+        servers = await make_cluster(tmp_path, 3, ["t1"])
+        try:
+            for i in range(20):
+                await replicate(servers, "t1", f"r-{i}".encode())
+            await applied_everywhere(servers, "t1", 20)
+            ports = [s.address.port for s in servers]
+            await stop_all(servers)
+            alone = servers[0]  # no quorum, so no leader: only its own metadata says what is committed
+            await alone.start(ports[0])
+            await alone.add("t1", None, {s.uuid: s.address for s in servers[1:]})
+            await eventually(lambda: len(alone.machines["t1"].applied) >= 20)
+            assert [p for _, p in alone.machines["t1"].applied][-20:] == [f"r-{i}".encode() for i in range(20)]
+            assert alone.replicas["t1"].role is not Role.LEADER
+        finally:
+            await stop_all(servers)
+
+    run(main())
+
+
 def test_heartbeats_of_many_groups_share_one_call_per_peer_and_interval(tmp_path: Path) -> None:
     async def main() -> None:
         groups = [f"g{i}" for i in range(24)]

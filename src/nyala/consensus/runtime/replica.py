@@ -236,7 +236,27 @@ class RaftReplica:
         if self._cmeta_chain is not None:
             await asyncio.gather(self._cmeta_chain, return_exceptions=True)
         self._fail_all(ServiceUnavailable(f"replica of {self.group_id} is shutting down"))
+        await self._save_commit_hint()
         await asyncio.to_thread(self._wal.close)
+
+    async def _save_commit_hint(self) -> None:
+        """Record how far the log is known committed, so a restart applies that far at once.
+
+        The metadata is otherwise rewritten only when the term, the vote or the config
+        changes, so its commit index lags far behind; a replica restarted alone then applied
+        nothing past its store's durable index until it heard from a leader.  A replica that
+        failed writes nothing: its state is what the failure left.
+        """
+        if self._failed is not None:
+            return
+        hard = self._core.hard_state
+        if hard.commit <= self._cmeta.hard_state.commit:
+            return
+        self._cmeta = ConsensusMetadata(hard, self._cmeta.committed_config)
+        try:
+            await asyncio.to_thread(self._cmeta.save, self.directory)
+        except (OSError, NyalaError) as exc:  # only a hint: the log is the truth
+            log.warning("%s: could not save the commit index at close: %s", self.group_id, exc)
 
     @property
     def group_id(self) -> str:
