@@ -28,7 +28,7 @@ from nyala.consensus.core import (
 from nyala.proto import consensus_rpc_pb2 as pb
 from nyala.rpc.framing import Buffer
 
-__all__ = ["SIDECAR_MIN_BYTES", "decode_message", "encode_message"]
+__all__ = ["MAX_SIDECARS", "SIDECAR_MIN_BYTES", "decode_message", "encode_message"]
 
 #: Smaller payloads stay inline: copying 1 KiB costs less than a sidecar's bookkeeping.
 SIDECAR_MIN_BYTES = 1024
