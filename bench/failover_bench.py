@@ -1,10 +1,10 @@
 """Failover: kill -9 the leader of a tablet under write load and measure the write gap.
 
 One master and three tablet servers with the servers' default timings (100 ms Raft tick,
-500 ms Raft heartbeat, so a follower gives up on its leader after 1.5 s plus a random part);
-one table with a single tablet, RF 3, fsync on.  ``--writers`` tasks of the async client each
-upsert one row per call, back to back, with the client's default retry policy (printed with
-the results), and note when each call is acknowledged.
+500 ms Raft heartbeat, so a follower gives up on its leader 1.5 s after its last message, as
+Kudu does); one table with a single tablet, RF 3, fsync on.  ``--writers`` tasks of the async
+client each upsert one row per call, back to back, with the client's default retry policy
+(printed with the results), and note when each call is acknowledged.
 
 Each of ``--trials`` trials: wait until all three replicas are caught up and writes have
 flowed for ``--steady`` seconds; SIGKILL the tablet server that leads the tablet; wait until

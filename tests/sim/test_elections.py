@@ -10,6 +10,7 @@ import pytest
 
 from nyala.consensus.core import RaftOptions
 from nyala.testing.sim import Cluster
+from nyala.testing.sim.network import NetworkProfile
 
 TICKS = pytest.mark.parametrize("ticks", ["own", "aligned"])
 
@@ -99,3 +100,33 @@ def test_without_pre_vote_the_returning_server_does_disrupt_the_leader() -> None
     cluster.reconnect(follower.peer_id)
     cluster.run_for(3_000)
     assert min(terms(cluster)) > term, "the stale leader was deposed by the higher term"
+
+
+@pytest.mark.parametrize("max_delay_ms", [3, 30])
+def test_a_crashed_leader_is_replaced_about_one_election_timeout_later_without_split_votes(max_delay_ms: int) -> None:
+    # The followers of a crashed leader time out together, T = 1.5 s after its last message
+    # (Kudu's failure detector), one tick phase apart.  With messages taking up to 30 ms, as
+    # on a busy server, two of them often campaign within one delivery of each other: the
+    # rank tie-break and the late pre-vote grant must still give one leader in one term.
+    # Virtual time: the bound is on the protocol, not on this machine's speed.
+    elections_ms = []
+    for seed in range(40):
+        profile = NetworkProfile(min_delay_us=200, max_delay_us=max_delay_ms * 1_000)
+        cluster = Cluster(3, seed=seed, ticks="aligned", profile=profile, fsync_us=(500, 8_000))
+        cluster.check_one_leader()
+        cluster.run_for(1_000 + cluster.rng.random() * 600)
+        for i in range(20):  # writes flow until the crash: the followers heard the leader just now
+            cluster.propose(b"w%d" % i)
+            cluster.run_for(5)
+        leader = cluster.running_leader()
+        assert leader is not None
+        assert leader.core is not None
+        term, crashed_at = leader.core.term, cluster.now_ms
+        cluster.crash(leader.peer_id)
+        successor = cluster.wait_for_leader(10_000)
+        assert successor is not None
+        assert successor.core is not None
+        assert successor.core.term == term + 1, f"seed {seed}: a split vote cost a term"
+        elections_ms.append(cluster.now_ms - crashed_at)
+    assert max(elections_ms) < 1_800, sorted(elections_ms)[-5:]
+    assert min(elections_ms) >= 1_390, "no follower gives up on its leader before T (minus one tick)"

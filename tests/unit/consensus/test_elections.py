@@ -19,6 +19,7 @@ from nyala.consensus.core import (
     VoteRequest,
     VoteResponse,
 )
+from nyala.consensus.core.raft import election_rank
 
 from .helpers import GROUP, Net, make_core, persisted
 
@@ -133,8 +134,117 @@ def test_a_replica_that_heard_from_a_leader_within_the_election_timeout_refuses_
     assert b.term == 1, "a refused vote request must not raise the term"
     for _ in range(15):
         b.tick()
+    b.advance(b.ready())  # b's own failure detector fired too: it is in a pre-election
     b.step(vote_request("b", 2, pre=True, last=(9, 9)))
     assert vote_of(b.ready()).granted
+
+
+def test_a_follower_presumes_its_leader_failed_exactly_one_timeout_after_its_last_message() -> None:
+    # Kudu snoozes the failure detector by MinimumElectionTimeout(), without jitter, on every
+    # heartbeat; the random spread is for the backoff after elections and granted votes.
+    for seed in range(20):
+        b = make_core("b", seed=seed)
+        b.step(Heartbeat(GROUP, "a", "b", 1, 0, 0))
+        b.advance(b.ready())
+        for _ in range(7):
+            b.tick()
+        b.step(Heartbeat(GROUP, "a", "b", 1, 0, 0))
+        b.advance(b.ready())
+        ticks = 0
+        while b.role is not Role.CANDIDATE:
+            b.tick()
+            ticks += 1
+        assert ticks == 15, f"seed {seed}: campaigned {ticks} ticks after the last heartbeat"
+
+
+def lost_leader(n: int = 2, entries: dict[str, list[tuple[int, int]]] | None = None) -> Net:
+    """b and c (and d, e for n=4) heard leader a of term 1, which then died: it is cut off."""
+    peers = "bcde"[:n]
+    voters = ["a", *peers]
+    entries = entries or {}
+    config = RaftConfig.of_voters(voters)
+    net = Net(make_core(p, config=config, state=persisted(config, entries.get(p, ()), term=1)) for p in peers)
+    for p in peers:
+        net.cores[p].step(Heartbeat(GROUP, "a", p, 1, 0, 0))
+    net.collect()
+    net.outbox.clear()  # the answers to the dead leader
+    return net
+
+
+def test_followers_that_time_out_together_do_not_split_the_vote() -> None:
+    # Both time out in the same instant and ask each other: without a tie-break each would
+    # grant the other's pre-vote, vote for itself, and wait out a backoff of 1.5 to 2.25 s.
+    net = lost_leader()
+    net.tick("b", 15)
+    net.tick("c", 15)
+    assert net.cores["b"].role is net.cores["c"].role is Role.CANDIDATE
+    net.stabilize()
+    leaders = [p for p, c in net.cores.items() if c.role is Role.LEADER]
+    expected = max("bc", key=lambda p: election_rank(GROUP, p))
+    assert leaders == [expected]
+    assert {c.term for c in net.cores.values()} == {2}, "one real election, not a split one"
+
+
+def test_a_follower_that_refused_a_pre_vote_for_a_live_leader_grants_it_when_the_leader_goes_silent() -> None:
+    net = lost_leader()
+    net.tick("c", 15)  # c's tick comes first; b still counts a as live and refuses
+    net.deliver()
+    assert net.cores["c"].role is Role.CANDIDATE
+    assert net.cores["c"].term == 1
+    before = len(net.outbox)  # b's refusal of c is still on its way
+    net.tick("b", 15)
+    sent = net.outbox[before:]
+    assert [(m.recipient, m.pre_vote, m.granted) for m in sent if isinstance(m, VoteResponse)] == [("c", True, True)]
+    assert not any(isinstance(m, VoteRequest) for m in sent), "b stands aside for c"
+    assert net.cores["b"].role is Role.FOLLOWER
+    net.stabilize()
+    assert {p: c.role for p, c in net.cores.items()} == {"b": Role.FOLLOWER, "c": Role.LEADER}
+    assert net.cores["c"].term == 2
+
+
+def test_a_late_pre_vote_goes_only_to_a_candidate_with_an_up_to_date_log() -> None:
+    net = lost_leader(entries={"b": [(1, 1), (2, 1)], "c": [(1, 1)]})
+    net.tick("c", 15)
+    net.deliver()
+    before = len(net.outbox)  # b's refusal of c is still on its way
+    net.tick("b", 15)
+    sent = net.outbox[before:]
+    assert not any(isinstance(m, VoteResponse) for m in sent)
+    assert {m.recipient for m in sent if isinstance(m, VoteRequest)} == {"a", "c"}
+    net.stabilize()
+    assert net.cores["b"].role is Role.LEADER, "c refused to go first, so it grants b's pre-vote"
+
+
+def test_a_refusal_for_a_live_leader_is_forgotten_when_the_leader_is_heard_again() -> None:
+    net = lost_leader()
+    net.tick("c", 15)
+    net.deliver()  # b refuses c: a is live
+    net.cores["b"].step(Heartbeat(GROUP, "a", "b", 1, 0, 0))  # and a is: c was cut off, not a
+    net.collect()
+    net.outbox.clear()
+    before = len(net.outbox)  # b's refusal of c is still on its way
+    net.tick("b", 15)
+    sent = net.outbox[before:]
+    assert not any(isinstance(m, VoteResponse) for m in sent)
+    assert any(isinstance(m, VoteRequest) for m in sent), "b campaigns on its own"
+
+
+def test_a_granted_vote_restarts_the_timeout_with_the_random_backoff() -> None:
+    timeouts = set()
+    for seed in range(30):
+        b = make_core("b", seed=seed)
+        b.step(vote_request("b", 1))
+        rd = b.ready()
+        assert vote_of(rd).granted
+        b.advance(rd)
+        ticks = 0
+        while b.role is not Role.CANDIDATE:
+            b.tick()
+            ticks += 1
+        timeouts.add(ticks)
+    assert min(timeouts) >= 15
+    assert max(timeouts) <= 23
+    assert len(timeouts) > 3, "voters must not all campaign at the same moment after a failed election"
 
 
 def test_a_transfer_target_is_voted_for_despite_a_live_leader() -> None:

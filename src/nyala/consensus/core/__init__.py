@@ -15,9 +15,9 @@ drive the very same class.
 - Roles: LEADER, CANDIDATE, FOLLOWER (a voter), LEARNER (a NON_VOTER) and NON_PARTICIPANT
   (not in the active config).  Members are VOTER or NON_VOTER with Kudu's ``promote`` and
   ``replace`` attributes.  Only voters campaign, vote in tallies and count for commits.
-- Elections: a follower that hears nothing from a leader for a randomized election timeout
-  (3 missed 500 ms heartbeats, stretched by Kudu's exponential backoff after failed
-  elections) first runs a pre-election for ``term + 1`` that changes no state anywhere; only
+- Elections: a follower that hears nothing from a leader for the election timeout (3 missed
+  500 ms heartbeats; after a vote or a failed election, a random timeout stretched by Kudu's
+  exponential backoff) first runs a pre-election for ``term + 1`` that changes no state anywhere; only
   a pre-vote majority starts the real election.  A replica that heard from a leader within
   the election timeout refuses both kinds of vote (seed 003's rule against disruptive
   servers), unless the candidate is a leadership-transfer target.  Votes are part of the

@@ -82,9 +82,10 @@ class ReplicationMixin(CoreState):
         if self._phase is not Phase.FOLLOWER or self._leader_id != leader_id:
             self._become_follower(self._term, leader_id)
         else:
-            self._election_elapsed = 0
+            self._snooze_for_leader()
             self._leader_contact_ticks = 0
             self._failed_elections = 0
+            self._refused_pre_votes.clear()
 
     def _append_from_leader(self, entries: tuple[LogEntry, ...], configs: dict[int, RaftConfig]) -> None:
         log = self._log

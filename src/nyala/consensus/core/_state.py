@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from nyala.consensus.core.config import RaftConfig
 from nyala.consensus.core.log import RaftLog
-from nyala.consensus.core.messages import Message
+from nyala.consensus.core.messages import Message, VoteRequest
 from nyala.consensus.core.options import RaftOptions, TickTiming
 from nyala.consensus.core.progress import Progress
 from nyala.consensus.core.ready import ReadState, Ready, SoftState
@@ -65,6 +65,7 @@ class CoreState:
     _leader_contact_ticks: int
     _failed_elections: int
     _votes: dict[str, bool]
+    _refused_pre_votes: dict[str, VoteRequest]  # refused for a live leader, by candidate
     _election_elapsed: int
     _election_timeout: int
 
@@ -113,6 +114,9 @@ class CoreState:
         raise NotImplementedError
 
     def _reset_election_timer(self, snooze: bool = False) -> None:
+        raise NotImplementedError
+
+    def _snooze_for_leader(self) -> None:
         raise NotImplementedError
 
     def _send(self, m: Message) -> None:

@@ -2,8 +2,9 @@
 
 The core counts time in ticks: the driver calls ``tick()`` every ``raft_tick_interval_ms``
 (100 ms by default).  With Kudu's defaults a heartbeat goes out every 5 ticks and a follower
-presumes the leader failed after 3 missed heartbeats, i.e. 15 ticks (1.5 s), randomized
-upward so that followers rarely time out together.
+presumes the leader failed after 3 missed heartbeats, i.e. 15 ticks (1.5 s) after it last
+heard from it.  After granting a vote or starting an election it waits a random 15 to 22
+ticks instead (more after failed elections), so that candidates rarely collide twice.
 """
 
 from __future__ import annotations

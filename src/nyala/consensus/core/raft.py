@@ -13,6 +13,7 @@ and the driver-facing surface.
 
 from __future__ import annotations
 
+import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -120,6 +121,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._leader_contact_ticks = self._timing.election_ticks
         self._failed_elections = 0
         self._votes = {}
+        self._refused_pre_votes = {}
         self._election_elapsed = 0
         self._election_timeout = 0
         self._progress = {}
@@ -454,10 +456,13 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._pre_election = False
         self._votes = {}
         self._leader_id = leader_id
+        self._refused_pre_votes = {}
         if leader_id:
             self._leader_contact_ticks = 0
             self._failed_elections = 0
-        self._reset_election_timer()
+            self._snooze_for_leader()
+        else:
+            self._reset_election_timer()
 
     def _become_leader(self) -> None:
         self._phase = Phase.LEADER
@@ -505,7 +510,11 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
     # ------------------------------------------------------------------ elections
 
     def _reset_election_timer(self, snooze: bool = False) -> None:
-        """Pick a new randomized timeout in [T, T * 1.5^(failed + 1)], capped (Kudu's backoff)."""
+        """Pick a new randomized timeout in [T, T * 1.5^(failed + 1)], capped (Kudu's backoff).
+
+        Kudu uses this backoff when a replica starts an election or grants a vote; hearing
+        from a leader instead restarts a plain ``T`` (``_snooze_for_leader``).
+        """
         base = self._timing.election_ticks
         self._election_elapsed = 0
         if snooze:
@@ -514,6 +523,18 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         exponent = min(self._failed_elections + 1, 30)
         upper = min(base * 1.5**exponent, base + self._timing.max_backoff_delta_ticks)
         self._election_timeout = base + int(self._rng.random() * (upper - base + 1))
+
+    def _snooze_for_leader(self) -> None:
+        """Heard from the leader: presume it failed after exactly ``T`` more (Kudu snoozes its
+        failure detector by ``MinimumElectionTimeout()``, with no jitter, on every heartbeat).
+
+        The random spread belongs to the backoff after elections and votes.  Without it here
+        the followers of a crashed leader time out about ``T`` after its last message, not at
+        a random point up to ``1.5 T``; the live-leader rule still breaks their tie, because
+        the later follower refuses the earlier one's pre-vote and then wins its own.
+        """
+        self._election_elapsed = 0
+        self._election_timeout = self._timing.election_ticks
 
     def _tick_election(self) -> None:
         self._election_elapsed += 1
@@ -525,7 +546,35 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
             return
         if self._phase is Phase.CANDIDATE:
             self._failed_elections += 1
+        elif self._grant_refused_pre_vote():
+            return
         self._campaign(pre=self._options.raft_enable_pre_election, transfer=False)
+
+    def _grant_refused_pre_vote(self) -> bool:
+        """The leader just went silent here.  If this follower refused a pre-vote because it
+        still heard the leader, and that candidate's log is at least as up to date, grant it
+        now and stand aside for a backoff instead of campaigning.
+
+        The followers of a crashed leader time out about ``T`` after its last message, one
+        tick phase apart.  The first asks while the others still count the leader as live
+        and refuse; without this it waits out a whole backoff, while the others campaign and
+        may be unable to win (a shorter log).  Pre-votes change no state, so a late grant
+        is the grant this follower would give if asked now.
+        """
+        refused, self._refused_pre_votes = self._refused_pre_votes, {}
+        wanted = [
+            m
+            for m in refused.values()
+            if m.term == self._term + 1
+            and self.active_config.is_voter(m.sender)
+            and self._log.is_up_to_date(m.last_index, m.last_term)
+        ]
+        if not wanted:
+            return False
+        best = max(wanted, key=lambda m: (m.last_term, m.last_index, election_rank(self.group_id, m.sender)))
+        self._send(VoteResponse(self.group_id, self.peer_id, best.sender, best.term, True, True))
+        self._reset_election_timer()
+        return True
 
     def _has_live_leader(self) -> bool:
         """Seed 003's rule: heard from a leader within the election timeout (or is one)."""
@@ -562,11 +611,17 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
     def _on_vote_request(self, m: VoteRequest) -> None:
         if self._has_live_leader() and not m.ignore_live_leader:
+            if m.pre_vote and self._phase is Phase.FOLLOWER:
+                self._refused_pre_votes[m.sender] = m
             self._send(VoteResponse(self.group_id, self.peer_id, m.sender, self._term, m.pre_vote, False))
             return
         if m.pre_vote:
             can_vote = m.term > self._term or self._vote == m.sender or (not self._vote and not self._leader_id)
-            granted = can_vote and self._log.is_up_to_date(m.last_index, m.last_term)
+            granted = (
+                can_vote
+                and self._log.is_up_to_date(m.last_index, m.last_term)
+                and not self._outranks_rival_pre_candidate(m)
+            )
             term = m.term if granted else self._term
             self._send(VoteResponse(self.group_id, self.peer_id, m.sender, term, True, granted))
             return
@@ -576,8 +631,27 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         granted = can_vote and self._log.is_up_to_date(m.last_index, m.last_term)
         if granted:
             self._vote = m.sender
-            self._election_elapsed = 0
+            self._reset_election_timer()  # Kudu: a granted vote snoozes by the backoff delta
         self._send(VoteResponse(self.group_id, self.peer_id, m.sender, self._term, False, granted))
+
+    def _outranks_rival_pre_candidate(self, m: VoteRequest) -> bool:
+        """Two followers that time out together would grant each other's pre-votes, then each
+        vote for itself in the real election and split it, and only the random backoff (1.5 to
+        2.25 s) would part them.  So a replica in a pre-election that nobody has refused yet
+        refuses a rival with an equal log and a lower rank; the rival grants it in turn.
+
+        Pre-votes change no state, so this only decides who goes first.  The rank is a hash of
+        the group and the peer, so different tablets prefer different servers.  A replica that
+        has been refused (say, by a follower that still hears the leader) no longer counts as a
+        contender and grants as usual, so two refusals never leave both waiting.
+        """
+        if self._phase is not Phase.CANDIDATE or not self._pre_election or m.term != self._term + 1:
+            return False
+        if any(not granted for granted in self._votes.values()):
+            return False
+        if (m.last_index, m.last_term) != (self._log.last_index, self._log.last_term):
+            return False
+        return election_rank(self.group_id, self.peer_id) > election_rank(self.group_id, m.sender)
 
     def _on_vote_response(self, m: VoteResponse) -> None:
         if self._phase is not Phase.CANDIDATE or m.pre_vote != self._pre_election:
@@ -643,3 +717,9 @@ def _check_persisted_log(base: OpId, entries: tuple[LogEntry, ...], applied: int
         raise Corruption(
             f"applied index {applied} is outside the persisted log (base {base.index}, last {expected - 1})"
         )
+
+
+def election_rank(group_id: str, peer_id: str) -> tuple[int, str]:
+    """A replica's rank among rival pre-candidates of ``group_id``: stable across processes
+    (CRC-32, not the salted ``hash``), and different per group so leadership spreads."""
+    return (zlib.crc32(f"{group_id}/{peer_id}".encode()), peer_id)

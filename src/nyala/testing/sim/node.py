@@ -94,7 +94,7 @@ class SimNode:
         self.applied_config: RaftConfig = disk.snapshot.config
         self._writing: deque[Ready] = deque()  # taken, not yet synced and completed, in order
         self._last_sync_due = 0
-        self._checked_commit = -1  # the leader commit index the checks last saw
+        self._checked_commit = -1  # the commit index the checks last saw (checked only when leading)
         self._crash_trap: Callable[[int], None] | None = None
         self._backlog: list[tuple[Callable[[Any], None], Any]] = []
         self._pending_writes: dict[int, list[tuple[int, PendingOp]]] = {}
@@ -241,12 +241,17 @@ class SimNode:
         core = self.core
         loop = self.cluster.loop
         while core is self.core and core is not None and not self.paused and core.has_ready():
-            if core.is_leader and core.commit_index != self._checked_commit:
+            if core.commit_index != self._checked_commit:
                 # Ready.hard_state carries the commit only as far as it is durable here, so
-                # follow the leader's own commit index.
+                # follow the leader's own commit index.  Only what this replica commits as
+                # leader is checked against its configs: a commit index it learnt as a follower
+                # was decided by an earlier leader, possibly under a config entry (one server
+                # removed) that never reached this replica, and a majority of that config need
+                # not be a majority of this one's.
                 self._checked_commit = core.commit_index
-                self.cluster.checker.on_leader_commit(core)
-                self.cluster.check_commit_is_durable(core)
+                if core.is_leader:
+                    self.cluster.checker.on_leader_commit(core)
+                    self.cluster.check_commit_is_durable(core)
             if self._writing and not self.pipelined:
                 return  # the sequential driver: one Ready at a time
             rd = core.ready()
