@@ -185,21 +185,40 @@ def test_followers_that_time_out_together_do_not_split_the_vote() -> None:
     assert {c.term for c in net.cores.values()} == {2}, "one real election, not a split one"
 
 
+HIGH, LOW = sorted("bc", key=lambda p: election_rank(GROUP, p), reverse=True)
+
+
 def test_a_follower_that_refused_a_pre_vote_for_a_live_leader_grants_it_when_the_leader_goes_silent() -> None:
     net = lost_leader()
-    net.tick("c", 15)  # c's tick comes first; b still counts a as live and refuses
+    net.tick(HIGH, 15)  # its tick comes first; LOW still counts a as live and refuses
     net.deliver()
-    assert net.cores["c"].role is Role.CANDIDATE
-    assert net.cores["c"].term == 1
-    before = len(net.outbox)  # b's refusal of c is still on its way
-    net.tick("b", 15)
+    assert net.cores[HIGH].role is Role.CANDIDATE
+    assert net.cores[HIGH].term == 1
+    before = len(net.outbox)  # LOW's refusal is still on its way
+    net.tick(LOW, 15)
     sent = net.outbox[before:]
-    assert [(m.recipient, m.pre_vote, m.granted) for m in sent if isinstance(m, VoteResponse)] == [("c", True, True)]
-    assert not any(isinstance(m, VoteRequest) for m in sent), "b stands aside for c"
-    assert net.cores["b"].role is Role.FOLLOWER
+    assert [(m.recipient, m.pre_vote, m.granted) for m in sent if isinstance(m, VoteResponse)] == [(HIGH, True, True)]
+    assert not any(isinstance(m, VoteRequest) for m in sent), "LOW stands aside"
+    assert net.cores[LOW].role is Role.FOLLOWER
     net.stabilize()
-    assert {p: c.role for p, c in net.cores.items()} == {"b": Role.FOLLOWER, "c": Role.LEADER}
-    assert net.cores["c"].term == 2
+    assert {p: c.role for p, c in net.cores.items()} == {LOW: Role.FOLLOWER, HIGH: Role.LEADER}
+    assert net.cores[HIGH].term == 2
+
+
+def test_with_equal_logs_the_rank_not_the_tick_phase_picks_the_new_leader() -> None:
+    # Every replica of a process ticks together: if the first to time out always won, one
+    # survivor would take over every tablet a failed server led.
+    net = lost_leader()
+    net.tick(LOW, 15)
+    net.deliver()  # HIGH refuses: a is live for it
+    before = len(net.outbox)
+    net.tick(HIGH, 15)
+    sent = net.outbox[before:]
+    assert not any(isinstance(m, VoteResponse) for m in sent), "no late grant to a lower rank"
+    assert any(isinstance(m, VoteRequest) for m in sent)
+    net.stabilize()
+    assert {p: c.role for p, c in net.cores.items()} == {LOW: Role.FOLLOWER, HIGH: Role.LEADER}
+    assert net.cores[HIGH].term == 2, "one real election"
 
 
 def test_a_late_pre_vote_goes_only_to_a_candidate_with_an_up_to_date_log() -> None:

@@ -552,26 +552,32 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
     def _grant_refused_pre_vote(self) -> bool:
         """The leader just went silent here.  If this follower refused a pre-vote because it
-        still heard the leader, and that candidate's log is at least as up to date, grant it
-        now and stand aside for a backoff instead of campaigning.
+        still heard the leader, and that candidate would win against it anyway (a newer log,
+        or an equal one and a higher rank), grant it now and stand aside for a backoff instead
+        of campaigning.
 
         The followers of a crashed leader time out about ``T`` after its last message, one
         tick phase apart.  The first asks while the others still count the leader as live
-        and refuse; without this it waits out a whole backoff, while the others campaign and
-        may be unable to win (a shorter log).  Pre-votes change no state, so a late grant
-        is the grant this follower would give if asked now.
+        and refuse; without this it waits out a whole backoff while the others campaign, and
+        they may be unable to win (a shorter log).  Pre-votes change no state, so a late grant
+        is the grant this follower would give if asked now.  With equal logs the rank, not
+        the tick phase, picks the leader: every replica of a process ticks together, so the
+        phase would hand all the tablets of a failed server to the same survivor.
         """
         refused, self._refused_pre_votes = self._refused_pre_votes, {}
-        wanted = [
+        own = (self._log.last_term, self._log.last_index)
+        mine = election_rank(self.group_id, self.peer_id)
+        stronger = [
             m
             for m in refused.values()
             if m.term == self._term + 1
             and self.active_config.is_voter(m.sender)
             and self._log.is_up_to_date(m.last_index, m.last_term)
+            and ((m.last_term, m.last_index) != own or election_rank(self.group_id, m.sender) > mine)
         ]
-        if not wanted:
+        if not stronger:
             return False
-        best = max(wanted, key=lambda m: (m.last_term, m.last_index, election_rank(self.group_id, m.sender)))
+        best = max(stronger, key=lambda m: (m.last_term, m.last_index, election_rank(self.group_id, m.sender)))
         self._send(VoteResponse(self.group_id, self.peer_id, best.sender, best.term, True, True))
         self._reset_election_timer()
         return True
