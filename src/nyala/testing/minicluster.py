@@ -23,6 +23,7 @@ stopped by PID, even when a test fails.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shlex
 import shutil
@@ -106,6 +107,17 @@ class MiniClusterOptions:
     locations: tuple[tuple[str, int], ...] = ()
     #: The location of clients on this machine (127.0.0.1); "" for none.
     client_location: str = ""
+    #: DuckDB threads of each tablet server (``--storage-threads``).  None shares the machine's
+    #: cores among the tablet servers: three servers on two cores that each ran a DuckDB thread
+    #: per core contended for them, and scanned 13 % and wrote 10 % slower (docs/benchmarks.md).
+    tserver_storage_threads: int | None = None
+
+    @property
+    def storage_threads(self) -> int:
+        """The ``--storage-threads`` each tablet server gets."""
+        if self.tserver_storage_threads is not None:
+            return self.tserver_storage_threads
+        return max(1, (os.cpu_count() or 1) // max(1, self.num_tservers))
 
 
 @dataclass
@@ -151,6 +163,8 @@ class MiniCluster:
             validate_location(options.client_location)
             if not options.locations:
                 raise InvalidArgument("a client location needs tablet-server locations too")
+        if options.tserver_storage_threads is not None and options.tserver_storage_threads < 0:
+            raise InvalidArgument(f"tserver_storage_threads must be >= 0, got {options.tserver_storage_threads}")
         if options.locations:
             parse_locations(options.locations)
             if len(options.locations) > 240:
@@ -265,6 +279,8 @@ class MiniCluster:
         ]  # fmt: skip
         if kind == "master" and o.locations:
             argv += ["--location-mapping-cmd", shlex.quote(str(self.mapping_script))]
+        if kind == "tserver":
+            argv += ["--storage-threads", str(o.storage_threads)]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from nyala.common.errors import NyalaError
 from nyala.common.hostport import parse_address_list
 from nyala.consensus.core import RaftOptions
 from nyala.rpc.loop import run
+from nyala.storage import StorageOptions
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
 
@@ -44,6 +45,14 @@ def tserver() -> None:
 @click.option("--raft-heartbeat-interval-ms", default=500, show_default=True, help="Raft leader heartbeat interval.")
 @click.option("--scanner-ttl-ms", default=60_000, show_default=True, help="Idle time after which a scanner is closed.")
 @click.option(
+    "--storage-threads",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="DuckDB worker threads shared by all tablets; 0 means one per CPU core. Give each of several "
+    "tablet servers on one machine its share of the cores.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -57,6 +66,7 @@ def start(
     raft_tick_interval_ms: int,
     raft_heartbeat_interval_ms: int,
     scanner_ttl_ms: int,
+    storage_threads: int,
     log_level: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
@@ -68,6 +78,7 @@ def start(
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,
+            storage=StorageOptions(storage_threads=storage_threads),
             raft=RaftOptions(
                 raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
             ),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from nyala.tools import cmd_tserver
 from nyala.tools.cli import main
+from nyala.tserver import TabletServerOptions
 
 
 def test_help_lists_the_contract_flags() -> None:
@@ -20,6 +23,7 @@ def test_help_lists_the_contract_flags() -> None:
         "--raft-tick-interval-ms",
         "--raft-heartbeat-interval-ms",
         "--scanner-ttl-ms",
+        "--storage-threads",
         "--log-level",
     ):
         assert flag in result.output
@@ -37,3 +41,22 @@ def test_bad_settings_are_refused_before_anything_starts(tmp_path: Path) -> None
         assert result.exit_code == 1, result.output
         assert message in result.output
     assert not (tmp_path / "ts").exists()
+
+
+def test_storage_threads_reach_the_tablet_server_and_a_negative_count_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[TabletServerOptions] = []
+
+    async def serve(options: TabletServerOptions) -> None:
+        seen.append(options)
+
+    monkeypatch.setattr(cmd_tserver, "_serve", serve)
+    base = ["tserver", "start", "--fs-data-dir", str(tmp_path / "ts")]
+    assert CliRunner().invoke(main, [*base, "--storage-threads", "1"]).exit_code == 0
+    assert CliRunner().invoke(main, base).exit_code == 0
+    assert [o.storage.storage_threads for o in seen] == [1, 0]
+    refused = CliRunner().invoke(main, [*base, "--storage-threads", "-1"])
+    assert refused.exit_code == 2
+    assert "--storage-threads" in refused.output
+    assert len(seen) == 2
