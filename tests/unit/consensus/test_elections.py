@@ -13,6 +13,7 @@ from nyala.consensus.core import (
     Member,
     MemberType,
     RaftConfig,
+    RaftCore,
     RaftOptions,
     Ready,
     Role,
@@ -50,15 +51,16 @@ def test_a_follower_that_hears_nothing_starts_a_pre_election_without_raising_its
     assert all(m.pre_vote and m.term == 1 for m in requests)
 
 
+def ticks_until_campaign(core: RaftCore) -> int:
+    ticks = 0
+    while core.role is not Role.CANDIDATE:
+        core.tick()
+        ticks += 1
+    return ticks
+
+
 def test_election_timeout_is_randomized_between_one_and_one_and_a_half_timeouts() -> None:
-    timeouts = set()
-    for seed in range(30):
-        core = make_core("a", seed=seed)
-        ticks = 0
-        while core.role is not Role.CANDIDATE:
-            core.tick()
-            ticks += 1
-        timeouts.add(ticks)
+    timeouts = {ticks_until_campaign(make_core("a", seed=seed)) for seed in range(30)}
     assert min(timeouts) >= 15
     assert max(timeouts) <= 23
     assert len(timeouts) > 3
@@ -150,19 +152,15 @@ def test_a_follower_presumes_its_leader_failed_exactly_one_timeout_after_its_las
             b.tick()
         b.step(Heartbeat(GROUP, "a", "b", 1, 0, 0))
         b.advance(b.ready())
-        ticks = 0
-        while b.role is not Role.CANDIDATE:
-            b.tick()
-            ticks += 1
+        ticks = ticks_until_campaign(b)
         assert ticks == 15, f"seed {seed}: campaigned {ticks} ticks after the last heartbeat"
 
 
-def lost_leader(n: int = 2, entries: dict[str, list[tuple[int, int]]] | None = None) -> Net:
-    """b and c (and d, e for n=4) heard leader a of term 1, which then died: it is cut off."""
-    peers = "bcde"[:n]
-    voters = ["a", *peers]
+def lost_leader(entries: dict[str, list[tuple[int, int]]] | None = None) -> Net:
+    """b and c heard leader a of term 1, which then died (it is not in the Net)."""
+    peers = "bc"
     entries = entries or {}
-    config = RaftConfig.of_voters(voters)
+    config = RaftConfig.of_voters(["a", *peers])
     net = Net(make_core(p, config=config, state=persisted(config, entries.get(p, ()), term=1)) for p in peers)
     for p in peers:
         net.cores[p].step(Heartbeat(GROUP, "a", p, 1, 0, 0))
@@ -256,11 +254,7 @@ def test_a_granted_vote_restarts_the_timeout_with_the_random_backoff() -> None:
         rd = b.ready()
         assert vote_of(rd).granted
         b.advance(rd)
-        ticks = 0
-        while b.role is not Role.CANDIDATE:
-            b.tick()
-            ticks += 1
-        timeouts.add(ticks)
+        timeouts.add(ticks_until_campaign(b))
     assert min(timeouts) >= 15
     assert max(timeouts) <= 23
     assert len(timeouts) > 3, "voters must not all campaign at the same moment after a failed election"

@@ -530,8 +530,9 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
         The random spread belongs to the backoff after elections and votes.  Without it here
         the followers of a crashed leader time out about ``T`` after its last message, not at
-        a random point up to ``1.5 T``; the live-leader rule still breaks their tie, because
-        the later follower refuses the earlier one's pre-vote and then wins its own.
+        a random point up to ``1.5 T``.  They then time out together, and two rules keep them
+        from splitting the vote: ``_grant_refused_pre_vote`` and
+        ``_outranks_rival_pre_candidate``.
         """
         self._election_elapsed = 0
         self._election_timeout = self._timing.election_ticks
