@@ -109,7 +109,8 @@ class MiniClusterOptions:
     client_location: str = ""
     #: DuckDB threads of each tablet server (``--storage-threads``).  None shares the machine's
     #: cores among the tablet servers: three servers on two cores that each ran a DuckDB thread
-    #: per core contended for them, and scanned 13 % and wrote 10 % slower (docs/benchmarks.md).
+    #: per core contended for them, and used 17 to 46 % more CPU a row on scans and batched
+    #: writes (docs/benchmarks.md, stop 14).
     tserver_storage_threads: int | None = None
 
     @property

@@ -45,6 +45,10 @@ class ScanChunk:
     last_primary_key: bytes
 
 
+# The end-of-stream marker and alignment, beyond the messages' sizes.
+_IPC_SLACK_BYTES = 64
+
+
 def _ipc_stream(batches: list[pa.RecordBatch]) -> pa.Buffer:
     """``batches`` as one Arrow IPC stream, written into a buffer of the size it will need.
 
@@ -71,10 +75,6 @@ def _write_stream(sink: pa.NativeFile, batches: list[pa.RecordBatch]) -> None:
     with pa.ipc.new_stream(sink, batches[0].schema) as writer:
         for batch in batches:
             writer.write_batch(batch)
-
-
-# The end-of-stream marker and alignment, beyond the messages' sizes.
-_IPC_SLACK_BYTES = 64
 
 
 @dataclass
