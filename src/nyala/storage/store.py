@@ -433,7 +433,7 @@ class DuckDBTabletStore:
         try:
             cursor.execute("BEGIN")
             self._write_rows(cursor, frozen)
-            with self._lock:
+            with self._lock, self._manager.checkpointing_commits():
                 cursor.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
                 cursor.close()
                 self._disk_keys.add(frozen.keys())
@@ -470,7 +470,8 @@ class DuckDBTabletStore:
         self._check_usable()
         if self._durable == self._applied:
             return
-        self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
+        with self._manager.checkpointing_commits():
+            self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
         self._flushed(self._applied)
 
     def flush(self, older_than_s: float = 0.0) -> bool:

@@ -391,3 +391,46 @@ def test_tablets_apply_in_parallel_threads(manager: TabletStoreManager) -> None:
     for store in stores:
         assert store.applied_index() == 15
         assert len(scan_rows(store, projection=["id"])) == 3000
+
+
+def threshold(manager: TabletStoreManager) -> str:
+    cursor = manager.cursor()
+    try:
+        (row,) = cursor.sql("SELECT current_setting('checkpoint_threshold')").fetchall()
+        return str(row[0])
+    finally:
+        cursor.close()
+
+
+def test_memrowset_flushes_checkpoint_instead_of_writing_duckdbs_wal(tmp_path: Path) -> None:
+    """A flush commits megabytes: DuckDB checkpoints the tablet at that commit and writes none
+    of the rows to its WAL, and the instance's high threshold is back afterwards, so a direct
+    commit (an update) still goes to the WAL."""
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=20_000)
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        high = threshold(manager)
+        store = manager.create_tablet("flush", SCHEMA)
+        rows = [{"id": i, "v": float(i), "s": "x" * 100} for i in range(20_000)]  # about 2 MiB
+        store.apply([ApplyEntry(1, make_row_operations(SCHEMA, OpType.INSERT, rows))])  # frozen: full
+        assert store.flush() is False  # waited for the frozen rows; nothing newer to write
+        assert store.durable_index() == 1
+        assert store.wal_size_bytes() == 0
+        assert threshold(manager) == high
+        store.apply([ApplyEntry(2, make_row_operations(SCHEMA, OpType.UPDATE, [{"id": 5, "v": -5.0}]))])
+        assert store.wal_size_bytes() > 0
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.open_tablet("flush")
+        assert store.applied_index() == 2
+        assert len(scan_rows(store)) == 20_000
+        assert scan_rows(store, predicates=[Predicate.compare("id", "=", 5)])[0]["v"] == -5.0
+
+
+def test_checkpointing_commits_restores_the_threshold_when_the_last_one_leaves(manager: TabletStoreManager) -> None:
+    high = threshold(manager)
+    with manager.checkpointing_commits():
+        low = threshold(manager)
+        with manager.checkpointing_commits():  # a second flush thread
+            assert threshold(manager) == low
+        assert threshold(manager) == low  # the first is still committing
+    assert low != high
+    assert threshold(manager) == high
