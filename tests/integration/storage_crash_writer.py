@@ -23,9 +23,9 @@ SCHEMA = Schema.of(
 )
 
 
-def entry(i: int, r: int, insert: OpType) -> bytes:
+def entry(i: int, r: int, new_keys_op: OpType) -> bytes:
     rows = [{"id": k, "v": i, "pad": "x" * 40} for k in range((i - 1) * r, i * r)]
-    ops = [insert] * len(rows)
+    ops = [new_keys_op] * len(rows)
     if i > 1:
         rows += [{"id": k, "v": i, "pad": "y" * 40} for k in range((i - 2) * r, (i - 2) * r + r // 2)]
         ops += [OpType.UPSERT] * (r // 2)
@@ -34,9 +34,9 @@ def entry(i: int, r: int, insert: OpType) -> bytes:
 
 def main() -> None:
     data_dir, tablet_id, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    options, insert = StorageOptions(storage_threads=1), OpType.INSERT
+    options, new_keys_op = StorageOptions(storage_threads=1), OpType.INSERT
     if len(sys.argv) > 4:
-        options, insert = dataclasses.replace(options, flush_threshold_rows=int(sys.argv[4])), OpType.UPSERT
+        options, new_keys_op = dataclasses.replace(options, flush_threshold_rows=int(sys.argv[4])), OpType.UPSERT
     manager = TabletStoreManager(data_dir, options)
     try:
         store = manager.open_tablet(tablet_id)
@@ -45,7 +45,7 @@ def main() -> None:
     rng = random.Random(store.applied_index())
     i = store.applied_index() + 1
     while True:
-        group = [ApplyEntry(i + j, entry(i + j, r, insert)) for j in range(rng.randint(1, 3))]
+        group = [ApplyEntry(i + j, entry(i + j, r, new_keys_op)) for j in range(rng.randint(1, 3))]
         for result in store.apply(group):
             if result.row_errors or result.error is not None:
                 raise SystemExit(f"unexpected result {result}")

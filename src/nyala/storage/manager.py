@@ -120,7 +120,7 @@ class TabletStoreManager:
     def checkpointing_commits(self) -> Iterator[None]:
         """While inside, a large commit checkpoints its tablet instead of writing DuckDB's WAL.
 
-        A MemRowSet flush commits 100,000 rows or more.  DuckDB would write them to its WAL
+        A MemRowSet flush commits up to 100,000 rows or more.  DuckDB would write them to its WAL
         (~220 ns a row, measured) and the next checkpoint would write them again, compressed;
         when a commit's WAL would pass ``checkpoint_threshold``, DuckDB checkpoints instead and
         skips the WAL (the data are as durable: the checkpoint fsyncs).  The threshold stays
@@ -137,10 +137,12 @@ class TabletStoreManager:
 
     def _set_threshold(self, step: int) -> None:
         with self._threshold_lock:
-            before, self._checkpointing = self._checkpointing, self._checkpointing + step
-            if self._closed or (before and self._checkpointing):
+            self._checkpointing += step
+            first_in = step > 0 and self._checkpointing == 1
+            last_out = step < 0 and self._checkpointing == 0
+            if self._closed or not (first_in or last_out):
                 return
-            value = _FLUSH_CHECKPOINT_THRESHOLD if self._checkpointing else self._threshold
+            value = _FLUSH_CHECKPOINT_THRESHOLD if first_in else self._threshold
             self._threshold_cursor.execute(f"SET checkpoint_threshold = '{value}'")
 
     # --- lifecycle ----------------------------------------------------------------------

@@ -433,8 +433,9 @@ class DuckDBTabletStore:
         try:
             cursor.execute("BEGIN")
             self._write_rows(cursor, frozen)
-            with self._lock, self._manager.checkpointing_commits():
-                cursor.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
+            with self._lock:
+                with self._manager.checkpointing_commits():
+                    cursor.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
                 cursor.close()
                 self._disk_keys.add(frozen.keys())
                 self._frozen = None
