@@ -22,7 +22,7 @@ Measured on a 2-core machine: see ``bench/rpc_bench.py`` and docs/rpc.md.
 """
 
 from nyala.rpc.client import Messenger
-from nyala.rpc.framing import Buffer
+from nyala.rpc.framing import Buffer, Sidecar, SplitSidecar
 from nyala.rpc.method import PING, RpcMethod
 from nyala.rpc.options import RpcOptions
 from nyala.rpc.server import AsyncHandler, CallContext, InlineHandler, RpcServer
@@ -37,4 +37,6 @@ __all__ = [
     "RpcMethod",
     "RpcOptions",
     "RpcServer",
+    "Sidecar",
+    "SplitSidecar",
 ]

@@ -48,6 +48,8 @@ __all__ = [
     "FrameError",
     "RequestHeader",
     "ResponseHeader",
+    "Sidecar",
+    "SplitSidecar",
     "encode_request",
     "encode_response",
 ]
@@ -66,6 +68,27 @@ _REQUEST = struct.Struct("!BxHQIIH")  # kind, sidecars, call_id, body_size, time
 _RESPONSE = struct.Struct("!BxHQIBHH")  # kind, sidecars, call_id, body_size, code, message length, hint length
 
 Buffer = bytes | bytearray | memoryview
+
+
+class SplitSidecar:
+    """One sidecar written as several buffers back to back.
+
+    The receiver sees one contiguous sidecar; on the way out the pieces go to the socket as
+    they are (``writelines``), so buffers that live elsewhere, such as the columns of an
+    Arrow record batch, are never joined into a copy first.
+    """
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self, pieces: Sequence[Buffer]) -> None:
+        self.pieces = list(pieces)
+        self.size = sum(memoryview(p).nbytes for p in self.pieces)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+Sidecar = Buffer | SplitSidecar
 
 
 class FrameError(Exception):
@@ -125,7 +148,7 @@ def encode_response(
     message: str,
     leader_hint: str,
     body: bytes,
-    sidecars: Sequence[Buffer],
+    sidecars: Sequence[Sidecar],
     max_frame_bytes: int,
 ) -> list[Buffer]:
     """The pieces to write for one response; ``ValueError`` names the sizes if it is too big."""
@@ -135,7 +158,7 @@ def encode_response(
     return _assemble(fixed + text + hint, body, sidecars, max_frame_bytes)
 
 
-def _assemble(header: bytes, body: bytes, sidecars: Sequence[Buffer], max_frame_bytes: int) -> list[Buffer]:
+def _assemble(header: bytes, body: bytes, sidecars: Sequence[Sidecar], max_frame_bytes: int) -> list[Buffer]:
     if not sidecars:
         frame_len = len(header) + len(body)
         _check_size(frame_len, max_frame_bytes)
@@ -148,7 +171,10 @@ def _assemble(header: bytes, body: bytes, sidecars: Sequence[Buffer], max_frame_
         pad = -offset % SIDECAR_ALIGNMENT
         if pad:
             pieces.append(_PADDING[:pad])
-        pieces.append(sidecar)
+        if isinstance(sidecar, SplitSidecar):
+            pieces.extend(sidecar.pieces)
+        else:
+            pieces.append(sidecar)
         offset += pad + len(sidecar)
     _check_size(offset, max_frame_bytes)
     return [_PREFIX.pack(offset, len(header)) + header + body, *pieces]

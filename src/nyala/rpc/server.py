@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError, Message
 from nyala.common.errors import InvalidArgument, NotFound, ServiceUnavailable
 from nyala.common.hostport import HostPort, parse_address
 from nyala.proto import rpc_pb2
-from nyala.rpc.framing import Buffer, Frame, FrameDecoder, FrameError, RequestHeader, encode_response
+from nyala.rpc.framing import Frame, FrameDecoder, FrameError, RequestHeader, Sidecar, encode_response
 from nyala.rpc.method import PING, RequestT, ResponseT, RpcMethod
 from nyala.rpc.options import RpcOptions
 from nyala.rpc.status import error_to_status
@@ -52,7 +52,7 @@ class CallContext:
     #: Event-loop time (``loop.time()``) by which the caller wants an answer, or None.
     deadline: float | None
     request_sidecars: list[memoryview]
-    response_sidecars: list[Buffer] = field(default_factory=list)
+    response_sidecars: list[Sidecar] = field(default_factory=list)
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None without a deadline."""
@@ -60,8 +60,8 @@ class CallContext:
             return None
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
 
-    def add_sidecar(self, data: Buffer) -> int:
-        """Attach raw bytes to the response; returns the sidecar's index."""
+    def add_sidecar(self, data: Sidecar) -> int:
+        """Attach raw bytes to the response (or pieces that make up one sidecar); returns its index."""
         self.response_sidecars.append(data)
         return len(self.response_sidecars) - 1
 
@@ -284,7 +284,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._respond(call_id, code, message, hint)
 
     def _respond(
-        self, call_id: int, code: int, message: str, hint: str, body: bytes = b"", sidecars: list[Buffer] | None = None
+        self, call_id: int, code: int, message: str, hint: str, body: bytes = b"", sidecars: list[Sidecar] | None = None
     ) -> None:
         writer = self._writer
         if writer is None or writer.closed:

@@ -141,7 +141,7 @@ class TabletService:
         if not chunk.has_more:
             self._scanners.close(session.scanner_id)
         if chunk.ipc_stream is not None:
-            ctx.add_sidecar(memoryview(chunk.ipc_stream))
+            ctx.add_sidecar(chunk.ipc_stream)
         return tpb.ScanResponsePB(
             scanner_id=session.scanner_id if chunk.has_more else b"",
             has_more_results=chunk.has_more,

@@ -16,6 +16,7 @@ from nyala.rpc.framing import (
     FrameError,
     RequestHeader,
     ResponseHeader,
+    SplitSidecar,
     encode_request,
     encode_response,
 )
@@ -72,6 +73,17 @@ def test_response_carries_status_message_and_leader_hint() -> None:
     assert (header.call_id, header.code, header.message, header.leader_hint) == (7, 7, "not the leader: ask", "ts-2")
     assert bytes(frame.body) == b"body"
     assert [bytes(s) for s in frame.sidecars] == [b"side"]
+
+
+def test_a_split_sidecar_goes_out_as_its_pieces_and_arrives_as_one() -> None:
+    column = memoryview(bytes(range(256)) * 8)
+    split = SplitSidecar([b"head", column, b"", b"tail"])
+    assert len(split) == 4 + 2048 + 4
+    pieces = encode_response(3, 0, "", "", b"body", [b"first", split, b"last"], MAX)
+    assert any(piece is column for piece in pieces)  # handed to the socket as it is, not copied
+    decoder = FrameDecoder(ResponseHeader, MAX, expect_preamble=False)
+    (frame,) = feed(decoder, b"".join(bytes(p) for p in pieces), [100])
+    assert [bytes(s) for s in frame.sidecars] == [b"first", b"head" + bytes(column) + b"tail", b"last"]
 
 
 def test_frame_larger_than_half_the_buffer_is_received_into_its_own_buffer() -> None:

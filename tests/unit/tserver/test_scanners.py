@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from nyala.common.errors import InvalidArgument, NotFound
+from nyala.rpc.framing import SplitSidecar
 from nyala.rpc.loop import run
 from nyala.schema import decode_key
 from nyala.tserver import scanners
@@ -57,9 +59,14 @@ def session(scanner: ListScanner, output: list[str], ordered: bool = False) -> S
     return ScanSession(b"s1", "t1", scanner, output, SCHEMA if ordered else None, 0.0)
 
 
-def read(stream: pa.Buffer | None) -> pa.Table:
+def joined(stream: SplitSidecar | None) -> pa.Buffer:
+    """The bytes the client receives: the pieces back to back."""
     assert stream is not None
-    return pa.ipc.open_stream(stream).read_all()
+    return pa.py_buffer(b"".join(stream.pieces))
+
+
+def read(stream: SplitSidecar | None) -> pa.Table:
+    return pa.ipc.open_stream(joined(stream)).read_all()
 
 
 def test_chunks_respect_the_byte_budget_and_cover_every_row_once() -> None:
@@ -100,18 +107,24 @@ def test_ordered_chunks_carry_the_last_key_even_when_keys_are_not_projected() ->
     assert decode_key([SCHEMA.column("id").type], chunk.last_primary_key) == (chunk.num_rows - 1,)
 
 
-def test_chunks_are_the_stream_arrow_would_write_even_when_the_size_estimate_is_short(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_chunks_are_the_stream_arrow_would_write_without_copying_the_columns() -> None:
     strings = pa.record_batch({"s": pa.array(["a" * i for i in range(40)]), "d": pa.nulls(40, pa.decimal128(20, 2))})
-    parts = [strings.slice(3, 20), strings.slice(30)]
+    numbers = pa.record_batch({"s": pa.array(["x"] * 5000), "d": pa.array(range(5000), pa.decimal128(20, 2))})
+    parts = [strings.slice(3, 20), strings.slice(30), numbers]
     expected = pa.BufferOutputStream()
     with pa.ipc.new_stream(expected, strings.schema) as writer:
         for part in parts:
             writer.write_batch(part)
-    assert scanners._ipc_stream(parts).equals(expected.getvalue())
-    monkeypatch.setattr(scanners, "_IPC_SLACK_BYTES", -256)  # the preallocated buffer is too small
-    assert scanners._ipc_stream(parts).equals(expected.getvalue())
+    stream = scanners._ipc_stream(parts)
+    assert joined(stream).equals(expected.getvalue())
+    assert len(stream) == expected.getvalue().size
+    decimals = numbers.column("d").buffers()[1]
+    assert decimals is not None
+    start = decimals.address
+    assert any(  # the 80,000 bytes of decimals went out as a view of the batch, not a copy
+        np.frombuffer(piece, np.uint8).ctypes.data == start and memoryview(piece).nbytes == decimals.size
+        for piece in stream.pieces
+    )
 
 
 def test_registry_checks_call_order_and_ttl() -> None:
