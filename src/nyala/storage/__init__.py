@@ -18,7 +18,9 @@ Theory of operation:
   It is flushed to DuckDB in one transaction by size, by age and before anything else
   touches DuckDB; scans union it with DuckDB.  ``applied_index`` counts it,
   ``durable_index`` (the one stored in ``nyala_meta``) does not, and the Raft log after the
-  durable index is replayed on restart.
+  durable index is replayed on restart.  A tablet keyed by one integer column keeps its
+  MemRowSet's keys in numpy arrays (:mod:`.sortedints`), other keys in a dict; the keys in
+  the file are indexed in memory (:mod:`.diskkeys`), so a fresh key costs no DuckDB query.
 - DuckDB's own WAL makes each commit durable (fsync); ``checkpoint_threshold`` is set high
   and the tablet server checkpoints each tablet explicitly (:meth:`checkpoint`), which bounds
   restart time and avoids DuckDB's checkpoint-per-commit trap.
@@ -27,8 +29,9 @@ Theory of operation:
   are pushed into parameterised SQL (:mod:`.sql`).
 
 Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet files),
-:mod:`.store` (one tablet), :mod:`.memrowset`, :mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`,
-:mod:`.alter` (schema DDL), :mod:`.sql` and :mod:`.files` (helpers).
+:mod:`.store` (one tablet), :mod:`.memrowset`, :mod:`.sortedints`, :mod:`.diskkeys`,
+:mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`, :mod:`.alter` (schema DDL),
+:mod:`.sql` and :mod:`.files` (helpers).
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
 """

@@ -14,6 +14,10 @@ fingerprint collision, so a check costs a binary search and almost never a DuckD
 Deleted keys stay in it (still correct: "maybe" is then confirmed by DuckDB).  It costs 8
 bytes a key, lives only in memory and is rebuilt from the file when the tablet opens.
 Python salts ``hash`` of strings per process; that is fine for an index that never leaves it.
+
+A tablet keyed by one integer column indexes the key values themselves (``integer_keys``):
+no two keys then share a fingerprint, and the store passes keys as numpy arrays, with no
+Python objects.
 """
 
 from __future__ import annotations
@@ -25,53 +29,47 @@ import numpy as np
 import numpy.typing as npt
 
 from .memrowset import Key
+from .sortedints import IntArray, distinct_sorted, member_of, merge
 
 __all__ = ["DiskKeys"]
 
+Keys = Collection[Key] | IntArray
 
-def fingerprints(keys: Collection[Key]) -> npt.NDArray[np.int64]:
+
+def _hashes(keys: Keys) -> IntArray:
     return np.fromiter(map(hash, keys), np.int64, len(keys))
 
 
-def sorted_distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    # Sort and drop neighbours: numpy 2's np.unique is over ten times slower on integers.
-    ordered = np.sort(values)
-    if len(ordered) < 2:
-        return ordered
-    distinct: npt.NDArray[np.int64] = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-    return distinct
+def _values(keys: Keys) -> IntArray:
+    return np.asarray(keys, np.int64)
 
 
 class DiskKeys:
     """A superset of the keys in the file, as sorted fingerprints."""
 
-    def __init__(self, chunks: Iterable[Collection[Key]] = ()) -> None:
-        """The index of every key in ``chunks`` (batches of keys), sorted once at the end."""
-        prints = [fingerprints(chunk) for chunk in chunks]
-        self._sorted = sorted_distinct(np.concatenate(prints) if prints else np.empty(0, np.int64))
+    def __init__(self, chunks: Iterable[Keys] = (), *, integer_keys: bool = False) -> None:
+        """The index of every key in ``chunks`` (batches of keys), sorted once at the end.
+        With ``integer_keys`` the fingerprint of a key is its value, which must be an integer."""
+        self._fingerprints = _values if integer_keys else _hashes
+        prints = [self._fingerprints(chunk) for chunk in chunks]
+        self._sorted = distinct_sorted(np.concatenate(prints) if prints else np.empty(0, np.int64))
 
     def __len__(self) -> int:
         return len(self._sorted)
 
-    def add(self, keys: Collection[Key]) -> None:
+    def add(self, keys: Keys) -> None:
         """Record keys just written to the file."""
-        new = sorted_distinct(fingerprints(keys))
+        new = distinct_sorted(self._fingerprints(keys))
         if not len(new):
             return
-        held = self._sorted
-        new = new[~self._holds(new)]
-        self._sorted = np.insert(held, np.searchsorted(held, new), new)
+        self._sorted = merge(self._sorted, new[~member_of(self._sorted, new)])
 
     def maybe_held(self, keys: Collection[Key]) -> list[Key]:
         """The keys of ``keys`` that may be in the file (every one that is, and almost no other)."""
         if not len(self._sorted) or not keys:
             return []
-        return list(itertools.compress(keys, self._holds(fingerprints(keys)).tolist()))
+        return list(itertools.compress(keys, member_of(self._sorted, self._fingerprints(keys)).tolist()))
 
-    def _holds(self, prints: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        held = self._sorted
-        if not len(held):
-            return np.zeros(len(prints), np.bool_)
-        at = np.minimum(np.searchsorted(held, prints), len(held) - 1)
-        found: npt.NDArray[np.bool_] = held[at] == prints
-        return found
+    def holds(self, keys: Keys) -> npt.NDArray[np.bool_]:
+        """For each key, whether it may be in the file."""
+        return member_of(self._sorted, self._fingerprints(keys))

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from nyala.common.errors import (
@@ -23,15 +25,17 @@ from nyala.common.errors import (
     StorageError,
 )
 from nyala.schema import OpType, Schema, decode_row_operations
+from nyala.schema.types import INT_BITS
 
 from .alter import alter_statements
 from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
 from .diskkeys import DiskKeys
 from .execute import Conflict, PlanExecutor
 from .files import copy_durably, fsync_dir
-from .memrowset import Key, MemRowSet, key_list
+from .memrowset import IntKeyMemRowSet, Key, MemRowSet, key_list
 from .plan import ROW_COLUMN, Part, show_key, whole_row_columns
 from .scanner import DuckDBScanner
+from .sortedints import IntArray, has_repeats
 from .sql import create_table_sql, duck_table, quote, where_clause
 
 if TYPE_CHECKING:
@@ -46,6 +50,17 @@ T = TypeVar("T")
 # What the MemRowSet takes: whole new rows.  UPDATE and DELETE go to DuckDB (after a flush).
 _IN_MEMORY_OPS = frozenset({OpType.INSERT, OpType.INSERT_IGNORE, OpType.UPSERT, OpType.UPSERT_IGNORE})
 _NAIVE_TS = pa.timestamp("us")
+
+AnyMemRowSet = MemRowSet | IntKeyMemRowSet
+
+
+def _shadowed_keys(mrs: AnyMemRowSet, frozen: AnyMemRowSet | None) -> pa.Table:
+    """The keys whose DuckDB rows the MemRowSet or the frozen one have replaced."""
+    if isinstance(mrs, IntKeyMemRowSet):
+        assert frozen is None or isinstance(frozen, IntKeyMemRowSet)
+        return mrs.shadowed_keys(frozen)
+    assert frozen is None or isinstance(frozen, MemRowSet)
+    return mrs.shadowed_keys(frozen)
 
 
 def create_tables(conn: duckdb.DuckDBPyConnection, alias: str, tablet_id: str, schema: Schema) -> None:
@@ -99,7 +114,7 @@ class DuckDBTabletStore:
         self._mrs_since = 0.0  # monotonic time of the MemRowSet's oldest row
         # A full MemRowSet is frozen and written to DuckDB by a background thread while a new
         # one takes applies (Kudu does the same).
-        self._frozen: MemRowSet | None = None
+        self._frozen: AnyMemRowSet | None = None
         self._flush_ended = threading.Condition(self._lock)
         # Only keys this index cannot rule out are looked up in DuckDB.
         self._disk_keys = self._read_disk_keys() if self._mrs is not None else DiskKeys()
@@ -282,12 +297,20 @@ class DuckDBTabletStore:
 
     # --- the MemRowSet ----------------------------------------------------------------
 
-    def _new_memrowset(self) -> MemRowSet:
+    def _new_memrowset(self) -> AnyMemRowSet:
         fields = [
             pa.field(c.name, _NAIVE_TS if pa.types.is_timestamp(c.arrow_type) else c.arrow_type)
             for c in self._schema.columns
         ]
+        if self._integer_key:
+            return IntKeyMemRowSet(self._schema.key_names[0], pa.schema(fields))
         return MemRowSet(self._schema.key_names, pa.schema(fields))
+
+    @property
+    def _integer_key(self) -> bool:
+        """Whether the key is one integer column: its keys are then handled as numpy arrays."""
+        keys = self._schema.key_columns
+        return len(keys) == 1 and keys[0].type.type in INT_BITS
 
     def _read_disk_keys(self) -> DiskKeys:
         """Index every key in the file, a batch at a time (Python objects for all keys of a
@@ -297,6 +320,8 @@ class DuckDBTabletStore:
 
         def read() -> DiskKeys:
             batches = self._cur.sql(sql).to_arrow_reader(1 << 20)
+            if self._integer_key:
+                return DiskKeys((b.column(0).to_numpy() for b in batches), integer_keys=True)
             return DiskKeys(key_list(pa.Table.from_batches([b]), names) for b in batches)
 
         return self._guard("read keys", read)
@@ -304,6 +329,10 @@ class DuckDBTabletStore:
     def _keys_of(self, table: pa.Table) -> list[Key]:
         key_names = self._schema.key_names
         return key_list(duck_table(table.select(key_names)), key_names)
+
+    def _key_values(self, table: pa.Table) -> IntArray:
+        """The keys of ``table``'s rows, in row order, for a tablet keyed by one integer column."""
+        return np.asarray(table.column(self._schema.key_names[0]).to_numpy(), np.int64)
 
     def _apply_in_memory(self, parts: list[Part]) -> dict[int, NyalaError] | None:
         """Apply inserts and whole-row upserts to the MemRowSet, or return None when the group
@@ -317,12 +346,15 @@ class DuckDBTabletStore:
                 return None
             if part.only_op.base is OpType.UPSERT and not non_key.issubset(part.columns):
                 return None
+        if isinstance(mrs, IntKeyMemRowSet):
+            return self._apply_integer_keys_in_memory(mrs, parts)
+        frozen = self._frozen
+        assert frozen is None or isinstance(frozen, MemRowSet)
         keys = [self._keys_of(part.table) for part in parts]
         distinct: set[Key] = set().union(*keys)
         if len(distinct) != sum(map(len, keys)):
             return None
         fresh = mrs.not_held(distinct)
-        frozen = self._frozen
         not_frozen = frozen.not_held(fresh) if frozen is not None else fresh
         maybe = self._disk_keys.maybe_held(not_frozen)
         # Rows an upsert replaces below this MemRowSet: in DuckDB, or in the frozen MemRowSet
@@ -333,13 +365,14 @@ class DuckDBTabletStore:
         errors: dict[int, NyalaError] = {}
         for part, part_keys in zip(parts, keys, strict=True):
             assert part.only_op is not None
-            self._add_part(part, part.only_op, part_keys, present, on_disk, errors)
+            self._add_part(mrs, part, part.only_op, part_keys, present, on_disk, errors)
         if not self._mrs_since:
             self._mrs_since = time.monotonic()
         return errors
 
     def _add_part(
         self,
+        mrs: MemRowSet,
         part: Part,
         op: OpType,
         keys: list[Key],
@@ -349,8 +382,6 @@ class DuckDBTabletStore:
     ) -> None:
         """Add one part's rows; ``exist`` holds the keys already present, ``on_disk`` those whose
         rows are below the MemRowSet (in DuckDB or in the frozen MemRowSet): upserts shadow them."""
-        mrs = self._mrs
-        assert mrs is not None
         table = part.table
         if op.base is OpType.UPSERT:
             mrs.add(self._whole_rows(table), keys, on_disk.intersection(keys) if on_disk else ())
@@ -367,6 +398,64 @@ class DuckDBTabletStore:
             keys = [k for k, p in zip(keys, present, strict=True) if not p]
         if keys:
             mrs.add(self._whole_rows(table), keys, ())
+
+    def _apply_integer_keys_in_memory(self, mrs: IntKeyMemRowSet, parts: list[Part]) -> dict[int, NyalaError] | None:
+        """:meth:`_apply_in_memory` for a tablet keyed by one integer column: the same steps
+        with the keys as arrays and masks over them."""
+        keys = [self._key_values(part.table) for part in parts]
+        every = np.concatenate(keys) if len(keys) > 1 else keys[0]
+        if has_repeats(every):
+            return None
+        in_mrs = mrs.held(every)
+        frozen = self._frozen
+        assert frozen is None or isinstance(frozen, IntKeyMemRowSet)
+        # Rows an upsert replaces below this MemRowSet: in the frozen MemRowSet or in DuckDB.
+        on_disk = frozen.held(every) & ~in_mrs if frozen is not None else np.zeros(len(every), np.bool_)
+        below = ~(in_mrs | on_disk)
+        candidates = every[below]
+        maybe = candidates[self._disk_keys.holds(candidates)].tolist()
+        found = self._guard("probe keys", lambda: self._probe(maybe))
+        if found:
+            on_disk |= below & np.isin(every, np.fromiter(found, np.int64, len(found)))
+        # No key repeats within the group, so what exists is what existed before it.
+        errors: dict[int, NyalaError] = {}
+        start = 0
+        for part, part_keys in zip(parts, keys, strict=True):
+            assert part.only_op is not None
+            mine = slice(start, start + len(part_keys))
+            self._add_integer_key_part(mrs, part, part.only_op, part_keys, in_mrs[mine], on_disk[mine], errors)
+            start = mine.stop
+        if not self._mrs_since:
+            self._mrs_since = time.monotonic()
+        return errors
+
+    def _add_integer_key_part(
+        self,
+        mrs: IntKeyMemRowSet,
+        part: Part,
+        op: OpType,
+        keys: IntArray,
+        in_mrs: npt.NDArray[np.bool_],
+        on_disk: npt.NDArray[np.bool_],
+        errors: dict[int, NyalaError],
+    ) -> None:
+        """:meth:`_add_part` with the keys as an array and masks for which keys the MemRowSet
+        holds and which are below it (in the frozen MemRowSet or in DuckDB)."""
+        table = part.table
+        if op.base is OpType.UPSERT:
+            mrs.add(self._whole_rows(table), keys, in_mrs, keys[on_disk] if on_disk.any() else None)
+            return
+        exist = in_mrs | on_disk
+        if exist.any():
+            if not op.ignores_errors:
+                rows = table.column(ROW_COLUMN).to_numpy()[exist].tolist()
+                for row, key in zip(rows, keys[exist].tolist(), strict=True):
+                    errors[row] = AlreadyPresent(f"key {show_key(self._schema, (key,))} already present")
+            keep = ~exist
+            table = table.filter(pa.array(keep))
+            keys = keys[keep]
+        if len(keys):
+            mrs.add(self._whole_rows(table), keys, np.zeros(len(keys), np.bool_))
 
     def _whole_rows(self, table: pa.Table) -> pa.Table:
         """Every schema column in order (defaults for unset ones), in the MemRowSet's form."""
@@ -396,13 +485,13 @@ class DuckDBTabletStore:
         if self._mrs is not None:
             self._write_rows(self._cur, self._mrs)
 
-    def _write_rows(self, cursor: duckdb.DuckDBPyConnection, mrs: MemRowSet) -> None:
+    def _write_rows(self, cursor: duckdb.DuckDBPyConnection, mrs: AnyMemRowSet) -> None:
         """Inside ``cursor``'s transaction: replace the shadowed DuckDB rows and insert the
         MemRowSet's rows."""
         if not len(mrs):
             return
         key_names = self._schema.key_names
-        if mrs.shadowed:
+        if mrs.has_shadowed:
             _s = mrs.shadowed_keys()
             join = " AND ".join(f"r.{quote(k)} = _s.{quote(k)}" for k in key_names)
             cursor.execute(f"DELETE FROM {self._rows} AS r USING _s WHERE {join}")
@@ -427,7 +516,7 @@ class DuckDBTabletStore:
         )
         thread.start()
 
-    def _flush_frozen(self, cursor: duckdb.DuckDBPyConnection, frozen: MemRowSet, index: int) -> None:
+    def _flush_frozen(self, cursor: duckdb.DuckDBPyConnection, frozen: AnyMemRowSet, index: int) -> None:
         """The flush thread: write the frozen rows while applies and scans go on, then commit
         and retire them under the lock, so that a scan sees them either here or in DuckDB."""
         try:
@@ -609,9 +698,7 @@ class DuckDBTabletStore:
             # snapshot with a first read before a flush can commit.
             cursor.execute("BEGIN")
             cursor.execute(f"SELECT 1 FROM {self._rows} LIMIT 0").fetchall()
-            layers = [
-                self._scan_layer(cursor, "rows", self._rows, mrs.shadowed_keys(frozen.shadowed if frozen else ()))
-            ]
+            layers = [self._scan_layer(cursor, "rows", self._rows, _shadowed_keys(mrs, frozen))]
             if frozen is not None:
                 # The frozen rows an upsert has replaced since are shadowed by the new MemRowSet.
                 cursor.register("_nyala_frozen", frozen.live_rows())

@@ -36,13 +36,25 @@ COMPOSITE = Schema.of(
     ],
     ["k", "s"],
 )
+# One integer key column: the store handles these keys as numpy arrays, other keys as
+# Python objects; both must behave alike.
+INT8_KEY = Schema.of([ColumnSchema.of("k", "int8", nullable=False), *SINGLE.columns[1:]], ["k"])
+STRING_KEY = Schema.of([ColumnSchema.of("k", "string", nullable=False), *SINGLE.columns[1:]], ["k"])
+SCHEMAS = pytest.mark.parametrize(
+    "schema", [SINGLE, INT8_KEY, STRING_KEY, COMPOSITE], ids=["int64-key", "int8-key", "string-key", "composite-key"]
+)
 NON_KEY = ("v", "n", "t")
 _ids = itertools.count()
 
 
 def _key_values(schema: Schema) -> st.SearchStrategy[dict[str, Any]]:
     if schema is SINGLE:
-        return st.fixed_dictionaries({"k": st.integers(0, 7)})
+        # hash(-1) == hash(-2) in Python, and the extremes bound the int64 range.
+        return st.fixed_dictionaries({"k": st.sampled_from([-(2**63), -2, -1, 0, 1, 2, 7, 2**63 - 1])})
+    if schema is INT8_KEY:
+        return st.fixed_dictionaries({"k": st.sampled_from([-128, -1, 0, 3, 127])})
+    if schema is STRING_KEY:
+        return st.fixed_dictionaries({"k": st.sampled_from(["", "a", "a\x00", "b", "-1"])})
     return st.fixed_dictionaries({"k": st.integers(0, 3), "s": st.sampled_from(["", "a", "a\x00", "b"])})
 
 
@@ -108,7 +120,7 @@ def _options() -> StorageOptions:
     return StorageOptions(storage_threads=2, storage_memory_limit_bytes=512 << 20)
 
 
-@pytest.mark.parametrize("schema", [SINGLE, COMPOSITE], ids=["single-key", "composite-key"])
+@SCHEMAS
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_batches_match_the_model(manager: TabletStoreManager, schema: Schema, data: st.DataObject) -> None:
@@ -210,7 +222,7 @@ def mostly_in_memory_entries(draw: st.DrawFn, schema: Schema) -> tuple[list[OpTy
     return [op] * n, rows
 
 
-@pytest.mark.parametrize("schema", [SINGLE, COMPOSITE], ids=["single-key", "composite-key"])
+@SCHEMAS
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_memrowset_flushes_and_replay_match_the_model(
