@@ -19,7 +19,7 @@ class ApplyEntry:
     """One committed Raft entry: its index and its row-operations payload."""
 
     index: int
-    payload: bytes
+    payload: bytes | memoryview
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ class WritePayload:
     For a tracked write, ``request_id`` names it and ``dropped_rows`` are the positions, in
     the client's batch, of the rows the leader answered itself (outside the partition)."""
 
-    row_operations: bytes
+    row_operations: bytes | memoryview
     request_id: RequestId | None = None
     dropped_rows: tuple[int, ...] = ()
 
@@ -99,7 +99,7 @@ class JoinedWrite:
 class JoinedPayload:
     """Client writes joined into one entry; ``row_operations`` holds all their rows, in order."""
 
-    row_operations: bytes
+    row_operations: bytes | memoryview
     writes: tuple[JoinedWrite, ...]
 
 
@@ -136,12 +136,15 @@ def encode_alter(schema: Schema, version: int) -> bytes:
 
 
 def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayload:
-    """Split an entry's payload; Corruption when it is not one this server writes."""
+    """Split an entry's payload; Corruption when it is not one this server writes.
+
+    The row operations are a view of ``payload``, not a copy: a slice of bytes copies it, and
+    an entry's rows are often a megabyte, decoded on every replica."""
     if not payload:
         raise Corruption("tablet log entry has an empty payload")
     kind = payload[0]
     if kind == KIND_WRITE:
-        return WritePayload(payload[1:])
+        return WritePayload(memoryview(payload)[1:])
     if kind == KIND_TRACKED_WRITE:
         return _decode_tracked(payload)
     if kind == KIND_JOINED_WRITE:
@@ -165,7 +168,7 @@ def _decode_tracked(payload: bytes) -> WritePayload:
     except (struct.error, UnicodeDecodeError) as e:
         raise Corruption(f"tablet log entry holds an unreadable write header: {e}") from e
     offset += 4 * n_dropped
-    return WritePayload(payload[offset:], RequestId(client, seq_no, first_incomplete), tuple(dropped))
+    return WritePayload(memoryview(payload)[offset:], RequestId(client, seq_no, first_incomplete), tuple(dropped))
 
 
 def _decode_joined(payload: bytes) -> JoinedPayload:
@@ -186,4 +189,4 @@ def _decode_joined(payload: bytes) -> JoinedPayload:
         raise Corruption(f"tablet log entry holds unreadable joined write headers: {e}") from e
     if not writes or offset > len(payload):
         raise Corruption("tablet log entry holds a joined write without writes or rows")
-    return JoinedPayload(payload[offset:], tuple(writes))
+    return JoinedPayload(memoryview(payload)[offset:], tuple(writes))

@@ -15,6 +15,7 @@ from nyala.tserver.envelope import (
     decode_payload,
     encode_alter,
     encode_joined,
+    encode_tracked_write,
     encode_write,
 )
 
@@ -61,3 +62,20 @@ def test_a_truncated_joined_payload_is_corruption(cut: int) -> None:
     payload = encode_joined([JoinedWrite(2, RequestId("client-1", 5, 3), (1,))], b"")
     with pytest.raises(Corruption, match="joined write"):
         decode_payload(payload[:cut])
+
+
+def test_row_operations_are_views_of_the_entry_not_copies() -> None:
+    """Every replica decodes every entry, often a megabyte of rows: slicing would copy them."""
+    body = b"x" * 100_000
+    payloads = [
+        encode_write(body),
+        encode_tracked_write(RequestId("client-1", 5, 3), (1, 2), body),
+        encode_joined([JoinedWrite(2)], body),
+    ]
+    for payload in payloads:
+        decoded = decode_payload(payload)
+        assert isinstance(decoded, WritePayload | JoinedPayload)
+        rows = decoded.row_operations
+        assert isinstance(rows, memoryview)
+        assert rows.obj is payload
+        assert rows == body
