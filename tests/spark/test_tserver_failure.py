@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from nyala.client import Client, schema
+from nyala.spark import ARROW_BATCH_CONF, ARROW_BATCH_ROWS
 from nyala.testing.minicluster import MiniCluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -51,11 +52,15 @@ def test_fault_tolerant_scan_survives_a_killed_leader(
         .option("nyala.batchSize", "16384")
         .load()
     )
+    # Spark's own 10,000-row batches into mapInArrow: the session's 100,000 would hand the
+    # worker its first batch only after the whole tablet was read, with nothing left to fail.
+    spark.conf.set(ARROW_BATCH_CONF, "10000")
     try:
         counted = df.mapInArrow(kill_on_first_batch, "n long").groupBy().sum("n").collect()[0][0]
         assert os.path.exists(marker)
         assert not cluster.running(victim)
         assert counted == ROWS
     finally:
+        spark.conf.set(ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
         cluster.restart(victim)
     client.delete_table("ft")

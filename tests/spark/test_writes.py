@@ -10,7 +10,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from nyala.client import Client, Partitioning
-from nyala.spark import create_table, delete_rows, insert_rows, update_rows, upsert_rows, write_rows
+from nyala.spark import (
+    ARROW_BATCH_CONF,
+    ARROW_BATCH_ROWS,
+    create_table,
+    delete_rows,
+    insert_rows,
+    update_rows,
+    upsert_rows,
+    write_rows,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -103,3 +112,9 @@ def test_schema_mismatches_are_refused_before_writing(
         with pytest.raises(PySparkException, match=message):
             write_rows(df, table, "upsert", master=master)
     assert contents(client, table) == before
+
+
+def test_the_local_session_hands_writers_large_arrow_batches(spark: SparkSession) -> None:
+    # Spark's default of 10,000 rows a batch made every batch's fixed price a large part of
+    # ingest (docs/spark.md).
+    assert spark.conf.get(ARROW_BATCH_CONF) == str(ARROW_BATCH_ROWS) == "100000"

@@ -43,12 +43,14 @@ from .helpers import (
 )
 from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
 from .reader import NyalaReader
-from .session import PUSHDOWN_CONF, local_session
+from .session import ARROW_BATCH_CONF, ARROW_BATCH_ROWS, PUSHDOWN_CONF, local_session
 from .source import NyalaDataSource
 from .typemap import nyala_type, spark_schema, spark_type
 from .writer import NyalaCommitMessage, NyalaWriter, RowErrorsInTask
 
 __all__ = [
+    "ARROW_BATCH_CONF",
+    "ARROW_BATCH_ROWS",
     "DEFAULT_MASTER",
     "OPERATIONS",
     "OPTION_HELP",

@@ -2,8 +2,10 @@
 
 ``local[2]`` with the UI and console progress off, UTC as the session time zone (Nyala
 timestamps are UTC), everything bound to loopback like a local cluster, Python workers
-running this interpreter (so they import this Nyala), and Spark's Python filter pushdown on,
-so the data source's ``pushFilters`` is used (mind the reuse pitfall in docs/spark.md).
+running this interpreter (so they import this Nyala), Spark's Python filter pushdown on,
+so the data source's ``pushFilters`` is used (mind the reuse pitfall in docs/spark.md), and
+Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
+10,000; its 64 MiB cap per batch still bounds wide rows).
 """
 
 from __future__ import annotations
@@ -14,10 +16,16 @@ from pyspark.sql import SparkSession
 
 from .helpers import python_worker_env
 
-__all__ = ["PUSHDOWN_CONF", "local_session"]
+__all__ = ["ARROW_BATCH_CONF", "ARROW_BATCH_ROWS", "PUSHDOWN_CONF", "local_session"]
 
 #: Spark's switch for filter pushdown into Python data sources (off by default in Spark).
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+#: Rows per Arrow batch that Spark hands a Python data source's writer.
+ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+#: Each batch costs the JVM, the Python worker and the session a fixed price: 100,000-row
+#: batches ingested 2M rows at 0.437 and 0.463 M rows/s against 0.365 and 0.402 with
+#: Spark's 10,000 (alternated runs, stop 16; docs/spark.md).
+ARROW_BATCH_ROWS = 100_000
 
 
 def local_session(
@@ -36,6 +44,7 @@ def local_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config(PUSHDOWN_CONF, "true" if pushdown else "false")
+        .config(ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel(log_level)
