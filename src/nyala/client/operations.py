@@ -210,6 +210,10 @@ def encode_batch(schema: Schema, batch: OpBatch) -> memoryview:
         column = batch.data.column(name)
         columns.append(column if column.type == target else column.cast(target))
     table = pa.Table.from_arrays([batch.ops, *columns], names=[OP_COLUMN, *batch.data.column_names])
+    if any(c.num_chunks > 1 for c in columns):
+        # A joined batch has a chunk per caller, and the stream would carry a record batch per
+        # chunk, each decoded, checked and applied on its own on every replica.
+        table = table.combine_chunks()
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

@@ -130,7 +130,8 @@ class WriteJoiner:
             if len(group) == 1:
                 entry = group[0].entry()
             else:
-                joined = encode_row_operations(pa.concat_tables([w.table() for w in group]))
+                # One record batch: replicas decode, check and apply each batch of a stream on its own.
+                joined = encode_row_operations(pa.concat_tables([w.table() for w in group]).combine_chunks())
                 writes = [JoinedWrite(len(w.ops), w.request_id, w.dropped_rows) for w in group]
                 entry = encode_joined(writes, joined)
             result = await self._replicate(entry)

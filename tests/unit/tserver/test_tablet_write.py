@@ -213,6 +213,8 @@ def test_writes_that_arrive_together_are_joined_and_each_gets_its_answer(
     [entry] = [decode_payload(p) for p in raft.payloads]
     assert isinstance(entry, JoinedPayload)
     assert [(w.rows, w.request_id) for w in entry.writes] == [(2, rids[0]), (2, rid), (1, rids[2])]
+    # One record batch, not one a write: replicas decode, check and apply each batch on its own.
+    assert len(list(pa.ipc.open_stream(pa.py_buffer(entry.row_operations)))) == 1
     assert scan_ids(t) == [1, 2, 3]
     # The tracked write's answer was recorded: a retry is answered, not applied again.
     retried = run(t.write(memoryview(ops(SCHEMA, OpType.INSERT, rows(2, 3))), 0, LIMITS, MAX_BYTES, rid))
