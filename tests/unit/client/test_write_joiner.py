@@ -11,11 +11,13 @@ import pytest
 
 from nyala.client._retry import Deadline
 from nyala.client.meta_cache import TableInfo
-from nyala.client.operations import OpBatch, RowError
-from nyala.client.write_joiner import WriteJoiner, WriteOutcome
+from nyala.client.operations import OpBatch, RowError, encode_batch
+from nyala.client.write_joiner import SMALL_WRITE_BYTES, WriteJoiner, WriteOutcome
 from nyala.common.errors import AlreadyPresent, NetworkError, NyalaError
 from nyala.rpc.loop import run
 from nyala.schema import OpType, Partition
+
+from .helpers import kv_schema
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,65 @@ def test_a_caller_cancelled_before_the_write_is_sent_is_left_out() -> None:
 
     assert run(scenario()) == []
     assert recorder.sent == [(b"\x00", [2])]
+
+
+class Gate(Recorder):
+    """A Recorder whose Writes are answered only once the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened = asyncio.Event()
+
+    async def __call__(self, table: TableInfo, partition: Partition, b: OpBatch, deadline: Deadline) -> WriteOutcome:
+        outcome = await super().__call__(table, partition, b, deadline)
+        await self.opened.wait()
+        return outcome
+
+
+def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_together() -> None:
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+
+    async def scenario() -> list[list[RowError]]:
+        deadline = Deadline(10, "test")
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        await asyncio.sleep(0.01)  # sent: nothing was in flight
+        later = [asyncio.ensure_future(joiner.write(TABLE, P0, batch(i), deadline)) for i in (2, 3)]
+        other = asyncio.ensure_future(joiner.write(TABLE, P1, batch(4), deadline))
+        await asyncio.sleep(0.01)
+        assert gate.sent == [(b"\x00", [1]), (b"\x01", [4])]  # another tablet does not wait
+        gate.opened.set()
+        return list(await asyncio.gather(first, *later, other))
+
+    assert run(scenario()) == [[], [], [], []]
+    assert gate.sent == [(b"\x00", [1]), (b"\x01", [4]), (b"\x00", [2, 3])]
+
+
+def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+    large = batch(*range(10, 10 + SMALL_WRITE_BYTES // 8))
+    assert large.nbytes >= SMALL_WRITE_BYTES
+
+    async def scenario() -> None:
+        deadline = Deadline(10, "test")
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
+        await asyncio.sleep(0.01)
+        assert [len(ids) for _, ids in gate.sent] == [1, large.num_rows]
+        gate.opened.set()
+        await asyncio.gather(first, second)
+
+    run(scenario())
+
+
+def test_a_joined_batch_is_encoded_as_one_record_batch() -> None:
+    parts = [batch(1), batch(2, 3)]
+    joined = OpBatch(pa.concat_arrays([b.ops for b in parts]), pa.concat_tables([b.data for b in parts]))
+    stream = pa.ipc.open_stream(pa.py_buffer(encode_batch(kv_schema(), joined)))
+    # Every replica decodes, checks and applies each record batch of a stream on its own.
+    assert [b.num_rows for b in stream] == [3]
 
 
 @pytest.mark.parametrize("offset", [0, 2])
