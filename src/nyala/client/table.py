@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from .async_client import AsyncClient
 
 __all__ = ["AsyncTable"]
+
+#: Up to this many dict rows, ``AsyncTable.write`` flushes them in the caller's task.
+_FEW_ROWS = 1000
 
 
 class AsyncTable:
@@ -126,11 +129,16 @@ class AsyncTable:
 
     async def write(self, op: OpType, rows: Rows, *, timeout_s: float | None = None) -> list[RowError]:
         """Apply ``op`` to every row, pipelined in the background; returns the row errors."""
-        session = self.new_session(FlushMode.AUTO_FLUSH_BACKGROUND, timeout_s=timeout_s)
+        # A few rows make one flush whatever the mode; the synchronous one skips the background
+        # task and its bookkeeping, a quarter of the client's work for a one-row write.
+        few = isinstance(rows, Mapping) or (isinstance(rows, list) and len(rows) <= _FEW_ROWS)
+        mode = FlushMode.AUTO_FLUSH_SYNC if few else FlushMode.AUTO_FLUSH_BACKGROUND
+        session = self.new_session(mode, timeout_s=timeout_s)
+        errors: list[RowError] = []
         try:
-            await session.write(op, rows)
+            errors += await session.write(op, rows)  # a synchronous session's errors come back here
         finally:
-            errors = await session.close()
+            errors += await session.close()
         return errors
 
     async def insert(self, rows: Rows, *, timeout_s: float | None = None) -> list[RowError]:
