@@ -39,7 +39,7 @@ from nyala.services import (
     WRITE,
 )
 
-from .test_tserver_kit import SCHEMA, Cluster, create_request, eventually, insert_ops
+from .test_tserver_kit import SCHEMA, Cluster, Heartbeat, create_request, eventually, insert_ops
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -95,8 +95,12 @@ def row_errors(response: tpb.WriteResponsePB) -> list[tuple[int, int]]:
 
 
 def follower_of(cluster: Cluster, tablet_id: str) -> tuple[int, int]:
+    """The leader and a follower that knows it (a majority elects; the third may hear of it later)."""
     leader = cluster.driver.leader(tablet_id)
-    return leader, (leader + 1) % 3
+    follower = (leader + 1) % 3
+    uuid = cluster.servers.uuids[leader]
+    eventually(lambda: cluster.driver.consensus(follower, tablet_id).leader_uuid == uuid or None, 10, "the leader")
+    return leader, follower
 
 
 def key(value: int) -> bytes:
@@ -112,15 +116,26 @@ def id_range(low: int, high: int) -> dict[str, Any]:
 
 def test_replicas_elect_a_leader_with_addresses_learned_from_the_master(cluster: Cluster, main_tablet: str) -> None:
     leader = cluster.driver.leader(main_tablet)
-    states = [cluster.driver.consensus(i, main_tablet) for i in range(3)]
-    assert {s.leader_uuid for s in states} == {cluster.servers.uuids[leader]}
+
+    # A majority elects and commits; the third replica learns the leader from its next message.
+    def all_know_the_leader() -> list[cpb.ConsensusStatePB] | None:
+        states = [cluster.driver.consensus(i, main_tablet) for i in range(3)]
+        return states if {s.leader_uuid for s in states} == {cluster.servers.uuids[leader]} else None
+
+    states = eventually(all_know_the_leader, 10, "every replica to know the leader")
     assert sorted(p.permanent_uuid for p in states[0].committed_config.peers) == sorted(cluster.servers.uuids)
 
 
 def test_reports_are_full_on_first_contact_then_incremental(cluster: Cluster, main_tablet: str) -> None:
     leader = cluster.servers.uuids[cluster.driver.leader(main_tablet)]
     for uuid in cluster.servers.uuids:
-        heartbeats = eventually(lambda uuid=uuid: cluster.reports(uuid) or None, 10, "a heartbeat")  # type: ignore[misc]
+
+        def main_tablet_reported(uuid: str = uuid) -> list[Heartbeat] | None:
+            beats = cluster.reports(uuid)  # registration, the full report asked for, then incremental ones
+            later = [t.tablet_id for h in beats[2:] for t in h.request.tablet_report.updated_tablets]
+            return beats if main_tablet in later else None
+
+        heartbeats = eventually(main_tablet_reported, 10, "an incremental report of the main tablet")
         first = heartbeats[0].request
         assert first.HasField("registration")
         assert not first.tablet_report.is_incremental

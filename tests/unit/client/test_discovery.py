@@ -65,11 +65,12 @@ def test_service_unavailable_is_retried(three_masters: FakeCluster) -> None:
 
 def test_no_reachable_master_times_out_naming_each_master() -> None:
     with socket.socket() as s:
+        # Held, never listening, for the whole test: refused, and no other process can take the port.
         s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"  # bound, never listening: refused
-    options = ClientOptions(retry_backoff_initial_ms=5, retry_backoff_max_ms=20)
-    with pytest.raises(TimedOut, match=address):
-        connect(address, timeout_s=0.5, options=options)
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        options = ClientOptions(retry_backoff_initial_ms=5, retry_backoff_max_ms=20)
+        with pytest.raises(TimedOut, match=address):
+            connect(address, timeout_s=0.5, options=options)
 
 
 def test_bad_master_addresses_are_refused_clearly() -> None:
@@ -130,7 +131,7 @@ class SlowMessenger:
         raise TimedOut(f"call to {address} timed out")
 
 
-@pytest.mark.parametrize(("deadline_s", "attempt_ms", "forgotten"), [(0.05, 10_000, False), (0.3, 20, True)])
+@pytest.mark.parametrize(("deadline_s", "attempt_ms", "forgotten"), [(0.05, 10_000, False), (1.0, 20, True)])
 def test_the_leader_master_is_forgotten_only_when_it_did_not_answer_in_a_whole_attempt(
     run: Runner, deadline_s: float, attempt_ms: int, forgotten: bool
 ) -> None:

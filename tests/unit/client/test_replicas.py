@@ -68,7 +68,8 @@ async def keep_waiting(backoff: Backoff, deadline: Deadline) -> None:
 def test_backoff_grows_and_stops_at_the_deadline() -> None:
     async def main() -> None:
         options = ClientOptions(retry_backoff_initial_ms=1, retry_backoff_max_ms=4)
-        deadline = Deadline(0.05, "waiting for the test")
+        # Room for ~100 waits: a GC pause or a preempted process must not decide the count.
+        deadline = Deadline(0.5, "waiting for the test")
         backoff = Backoff(options)
         with pytest.raises(TimedOut, match=r"waiting for the test.*ServiceUnavailable: busy"):
             await keep_waiting(backoff, deadline)

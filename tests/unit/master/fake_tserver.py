@@ -167,8 +167,9 @@ class FakeTabletServer:
             return
         if not request.tablet_report.is_incremental:
             self.full_reports_sent += 1
+        # A master that just became our leader needs everything, unless this report was everything.
         self._needs_full[master] = response.needs_full_tablet_report or (
-            response.leader_master and self.leader_master != master
+            response.leader_master and self.leader_master != master and request.tablet_report.is_incremental
         )
         self._needs_registration[master] = response.needs_reregister
         if response.leader_master:

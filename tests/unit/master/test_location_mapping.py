@@ -105,12 +105,12 @@ def test_failures_name_the_command_host_and_cause(tmp_path: Path) -> None:
 
 
 def test_a_command_that_hangs_is_killed_at_the_timeout(tmp_path: Path) -> None:
-    mapper = LocationMapper(script(tmp_path, f"echo $$ > {tmp_path}/pid\nexec sleep 30\n", "hang.sh"), timeout_s=0.3)
+    mapper = LocationMapper(script(tmp_path, f"echo $$ > {tmp_path}/pid\nexec sleep 30\n", "hang.sh"), timeout_s=1.0)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        with pytest.raises(LocationMappingError, match=r"did not finish within 0\.3 s; killed it"):
+        with pytest.raises(LocationMappingError, match=r"did not finish within 1(\.0)? s; killed it"):
             await mapper.location_of_tserver("10.0.0.1")
         assert loop.time() - started < 5
 

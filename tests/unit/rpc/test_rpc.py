@@ -163,6 +163,7 @@ def test_the_server_cancels_a_handler_at_the_callers_deadline(run: Runner) -> No
         server = RpcServer()
         server.add_method(BLOCK, block)
         async with serving(server) as (_, address, messenger):
+            await messenger.call(address, PING, Ping())  # connected: the deadline below is the call's alone
             # Both sides hold the same deadline; whichever notices first answers TimedOut.
             with pytest.raises(errors.TimedOut):
                 await messenger.call(address, BLOCK, Ping(), timeout=0.2)
@@ -187,7 +188,8 @@ def test_the_client_gives_up_at_its_deadline_when_the_server_never_answers(run: 
         messenger = Messenger()
         try:
             with pytest.raises(errors.TimedOut, match=r"TestService\.Block to .* timed out waiting for a response"):
-                await messenger.call(f"{address[0]}:{address[1]}", BLOCK, Ping(), timeout=0.2)
+                # Long enough to connect on a loaded machine: connecting late fails with another message.
+                await messenger.call(f"{address[0]}:{address[1]}", BLOCK, Ping(), timeout=1.0)
             assert received.is_set()
         finally:
             await messenger.close()
