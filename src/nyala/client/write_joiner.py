@@ -9,14 +9,14 @@ for the same tablet (same table, schema version, partition and columns) go as on
 one Write, up to ``write_batch_max_bytes``, rows in the order the batches were handed over.
 Each caller gets the row errors of its own rows.
 
-While a Write to a tablet is in flight, small batches for that tablet (under
-``SMALL_WRITE_BYTES`` together) wait for its answer and then go together, as Nagle's
-algorithm does for small segments.  Under load the Write RPCs, and the Raft entries behind
-them, each cost far more than a row (about 5 ms of server CPU against a few microseconds a
-row), so 64 single-row writers over 6 tablets cut their Writes by half and their server
-CPU a write by a quarter this way (docs/benchmarks.md).  A lone writer never waits: nothing
-is in flight when it writes.  Larger batches go at once, as before, so that batched writers
-keep several Writes to a tablet in flight.
+While a Write to a tablet is in flight, groups of batches for that tablet smaller than
+``SMALL_WRITE_BYTES`` are held until no Write to it is in flight, and then go together, as
+Nagle's algorithm does for small segments.  Under load a Write RPC, and the Raft entry behind
+it, costs far more than a row (about 5 ms of server CPU against a few microseconds a row):
+64 single-row writers over 6 tablets sent 5 callers' rows a Write instead of 2.5 this way
+(docs/benchmarks.md).  A lone writer never waits, since nothing is in flight when it writes,
+and larger groups go at once, so batched writers keep several Writes to a tablet in flight.
+A held batch whose deadline passes is answered with TimedOut row errors, unsent.
 
 A joined Write is one request with one request id, retried as a whole; it stops at the
 earliest deadline among its callers (they share the client's default in the common case).
@@ -82,8 +82,11 @@ def _group_key(p: _Pending) -> _GroupKey:
     return (p.table.id, p.table.schema_version, p.partition.partition_key_start)
 
 
-#: Batches for a tablet with a Write in flight wait for its answer while they stay under this.
+#: While a Write to a tablet is in flight, groups of batches for it under this size wait.
 SMALL_WRITE_BYTES = 4096
+
+# uvloop rounds timers to milliseconds: one that fires early would find nothing expired yet.
+_TIMER_SLACK_S = 0.002
 
 
 class WriteJoiner:
@@ -92,13 +95,21 @@ class WriteJoiner:
     def __init__(self, run: WriteRunner, max_bytes: int) -> None:
         self._run_write = run
         self._max_bytes = max_bytes
+        # A group can never grow past a join's limit: with a small one, holding would only
+        # send the tablet's Writes one at a time.
+        self._small_bytes = min(SMALL_WRITE_BYTES, max_bytes // 2)
         self._pending: list[_Pending] = []
-        #: Batches per tablet not sent yet, in the order they came, and Writes in flight per tablet.
-        self._waiting: dict[_GroupKey, list[_Pending]] = {}
+        #: Per tablet: batches held while a Write is in flight, in the order they came; the
+        #: Writes in flight; a timer that answers held batches whose deadline passes.
+        self._held: dict[_GroupKey, list[_Pending]] = {}
         self._in_flight: dict[_GroupKey, int] = {}
+        self._timers: dict[_GroupKey, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed: NyalaError | None = None
 
     async def write(self, table: TableInfo, partition: Partition, batch: OpBatch, deadline: Deadline) -> list[RowError]:
+        if self._closed is not None:
+            raise self._closed
         loop = asyncio.get_running_loop()
         if not self._pending:
             loop.call_soon(self._flush)
@@ -106,25 +117,49 @@ class WriteJoiner:
         self._pending.append(_Pending(table, partition, batch, deadline, future))
         return await future
 
+    def close(self, error: NyalaError) -> None:
+        """Fail every batch not sent yet with ``error``, and every later one (the client closed)."""
+        self._closed = error
+        waiting = self._pending + [p for held in self._held.values() for p in held]
+        self._pending, self._held = [], {}
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for p in waiting:
+            if not p.future.done():
+                p.future.set_exception(error)
+
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
         for p in pending:
-            self._waiting.setdefault(_group_key(p), []).append(p)
+            self._held.setdefault(_group_key(p), []).append(p)
         for key in dict.fromkeys(_group_key(p) for p in pending):
             self._pump(key)
 
     def _pump(self, key: _GroupKey) -> None:
-        """Send what may go now of the batches waiting for ``key``'s tablet."""
-        waiting = self._waiting.pop(key, [])
-        while waiting:
-            group, size, rest = self._next_group(waiting)
-            if group and size < SMALL_WRITE_BYTES and self._in_flight.get(key, 0):
-                break  # goes when the Write in flight is answered
-            waiting = rest
-            if group:
-                self._start(key, group)
-        if waiting:
-            self._waiting[key] = waiting
+        """Send the groups that may go now of the batches for ``key``'s tablet; hold the rest."""
+        waiting = self._held.pop(key, [])
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        busy = key in self._in_flight
+        held: list[_Pending] = []
+        try:
+            while waiting:
+                group, size, waiting = self._next_group(waiting)
+                if busy and size < self._small_bytes:
+                    held += group  # goes once the Writes in flight are answered
+                elif group:
+                    self._start(key, group)
+        except BaseException as exc:  # a bug: no caller may be left waiting for an answer
+            for p in held + waiting:
+                if not p.future.done():
+                    p.future.set_exception(exc)
+            raise
+        if held:
+            self._held[key] = held
+            at = min(p.deadline.at for p in held)
+            self._timers[key] = asyncio.get_running_loop().call_at(at + _TIMER_SLACK_S, self._pump, key)
 
     def _start(self, key: _GroupKey, group: list[_Pending]) -> None:
         self._in_flight[key] = self._in_flight.get(key, 0) + 1
@@ -137,12 +172,21 @@ class WriteJoiner:
         self._in_flight[key] -= 1
         if not self._in_flight[key]:
             del self._in_flight[key]
-        self._pump(key)
+        if self._closed is None:
+            self._pump(key)
 
     def _next_group(self, waiting: list[_Pending]) -> tuple[list[_Pending], int, list[_Pending]]:
         """The first waiting batch with the later ones that fit beside it, their size, and the rest."""
-        # A caller cancelled before its batch was sent has nothing to wait for: drop its rows.
-        live = [p for p in waiting if not p.future.done()]
+        live = []
+        for p in waiting:
+            if p.future.done():
+                continue  # cancelled before it was sent: its caller is gone, drop its rows
+            if p.deadline.expired:
+                # Never sent, so not ambiguous; and not joined, which would cut the others' Write short.
+                error = p.deadline.timed_out(None, 0)
+                p.future.set_result(p.batch.row_errors(error, tablet_id=""))
+                continue
+            live.append(p)
         if not live:
             return [], 0, []
         first = live[0]

@@ -13,7 +13,7 @@ from nyala.client._retry import Deadline
 from nyala.client.meta_cache import TableInfo
 from nyala.client.operations import OpBatch, RowError, encode_batch
 from nyala.client.write_joiner import SMALL_WRITE_BYTES, WriteJoiner, WriteOutcome
-from nyala.common.errors import AlreadyPresent, NetworkError, NyalaError
+from nyala.common.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
 from nyala.rpc.loop import run
 from nyala.schema import OpType, Partition
 
@@ -163,6 +163,72 @@ def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
         await asyncio.gather(first, second)
 
     run(scenario())
+
+
+def test_a_held_batch_whose_deadline_passes_times_out_unsent_and_does_not_cut_others_short() -> None:
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+
+    async def scenario() -> tuple[list[RowError], list[RowError]]:
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), Deadline(10, "test")))
+        await asyncio.sleep(0.01)  # sent: nothing was in flight
+        hurried = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), Deadline(0.05, "a short write")))
+        patient = asyncio.ensure_future(joiner.write(TABLE, P0, batch(3), Deadline(10, "test")))
+        errors = await asyncio.wait_for(hurried, 5)  # answered at its deadline, not when the gate opens
+        assert not patient.done()
+        gate.opened.set()
+        await first
+        return errors, await patient
+
+    timed_out, kept = run(scenario())
+    assert [(e.row["id"], type(e.error).__name__, e.after_ambiguous_retry) for e in timed_out] == [
+        (2, "TimedOut", False)
+    ]
+    assert kept == []
+    assert gate.sent == [(b"\x00", [1]), (b"\x00", [3])]  # row 2 was never sent
+
+
+def test_a_large_batch_behind_a_small_one_it_cannot_join_is_not_held() -> None:
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+    large = batch(*range(10, 10 + SMALL_WRITE_BYTES // 8))
+
+    async def scenario() -> None:
+        deadline = Deadline(10, "test")
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        await asyncio.sleep(0.01)
+        # Another column set: the small batch and the large one cannot go together.
+        small = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2, with_v=False), deadline))
+        big = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
+        await asyncio.sleep(0.01)
+        assert [ids[0] for _, ids in gate.sent] == [1, 10]
+        gate.opened.set()
+        await asyncio.gather(first, small, big)
+        assert [ids[0] for _, ids in gate.sent] == [1, 10, 2]
+
+    run(scenario())
+
+
+def test_closing_fails_the_held_batches_and_refuses_new_ones() -> None:
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+
+    async def scenario() -> list[BaseException | list[RowError]]:
+        deadline = Deadline(10, "test")
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        await asyncio.sleep(0.01)
+        held = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
+        await asyncio.sleep(0.01)
+        joiner.close(IllegalState("the client is closed"))
+        gate.opened.set()
+        after = joiner.write(TABLE, P0, batch(3), deadline)
+        return list(await asyncio.gather(first, held, after, return_exceptions=True))
+
+    first, held, after = run(scenario())
+    assert first == []  # already sent: answered as usual
+    assert isinstance(held, IllegalState)
+    assert isinstance(after, IllegalState)
+    assert gate.sent == [(b"\x00", [1])]
 
 
 def test_a_joined_batch_is_encoded_as_one_record_batch() -> None:
