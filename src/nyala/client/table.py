@@ -14,7 +14,7 @@ from nyala.schema.rowops import OpType
 from ._retry import Deadline
 from .info import TabletInfo
 from .meta_cache import TableInfo
-from .operations import Operation, RowError, Rows
+from .operations import Operation, RowError, Rows, UnhandledRowErrors
 from .predicates import PredicateLike, bind_predicates, bind_projection
 from .replicas import ReadMode, ReplicaSelection
 from .scan_spec import ScanArgs, ScanSpec
@@ -128,10 +128,14 @@ class AsyncTable:
         return Operation(OpType.DELETE_IGNORE, row)
 
     async def write(self, op: OpType, rows: Rows, *, timeout_s: float | None = None) -> list[RowError]:
-        """Apply ``op`` to every row, pipelined in the background; returns the row errors."""
+        """Apply ``op`` to every row; returns the row errors once every row has been answered.
+
+        More failed rows than ``session_max_pending_errors`` raise UnhandledRowErrors with the
+        first of them and the count, rather than a list that silently lacks the rest.
+        """
         # A few rows make one flush whatever the mode; the synchronous one skips the background
         # task and its bookkeeping, a quarter of the client's work for a one-row write.
-        few = isinstance(rows, Mapping) or (isinstance(rows, list) and len(rows) <= _FEW_ROWS)
+        few = isinstance(rows, Mapping) or (isinstance(rows, list | tuple) and len(rows) <= _FEW_ROWS)
         mode = FlushMode.AUTO_FLUSH_SYNC if few else FlushMode.AUTO_FLUSH_BACKGROUND
         session = self.new_session(mode, timeout_s=timeout_s)
         errors: list[RowError] = []
@@ -139,6 +143,8 @@ class AsyncTable:
             errors += await session.write(op, rows)  # a synchronous session's errors come back here
         finally:
             errors += await session.close()
+        if session.dropped_errors:
+            raise UnhandledRowErrors(errors, session.dropped_errors)
         return errors
 
     async def insert(self, rows: Rows, *, timeout_s: float | None = None) -> list[RowError]:

@@ -66,6 +66,19 @@ def test_per_row_errors_name_the_row_and_keep_the_rest(cluster: FakeCluster, cli
     assert cluster.all_rows("t")[(0,)]["name"] == "back"
 
 
+def test_row_errors_beyond_what_a_session_keeps_are_returned_or_raised_never_dropped(cluster: FakeCluster) -> None:
+    options = dataclasses.replace(FAST, session_max_pending_errors=3)
+    with connect(cluster.master_addresses, options=options) as c:
+        table = c.create_table("t", kv_schema(), hashed(2))
+        assert table.insert(rows(0, 1_001)) == []
+        # A few rows flush in the caller's task, and every error comes back.
+        assert sorted(e.row["id"] for e in table.insert(rows(0, 5))) == [0, 1, 2, 3, 4]
+        # More go through a session that keeps 3 errors: the rest are counted and raised.
+        with pytest.raises(UnhandledRowErrors, match="1001 rows were not written") as caught:
+            table.insert(rows(0, 1_001))
+    assert {type(e.error) for e in caught.value.errors} == {AlreadyPresent}
+
+
 def test_rows_outside_every_range_partition_get_not_found(cluster: FakeCluster, client: Client) -> None:
     partitioning = Partitioning().set_range_partition_columns("id").add_range_partition(0, 100)
     table = client.create_table("r", kv_schema(), partitioning)
