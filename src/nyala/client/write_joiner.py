@@ -144,6 +144,7 @@ class WriteJoiner:
             timer.cancel()
         busy = key in self._in_flight
         held: list[_Pending] = []
+        group: list[_Pending] = []
         try:
             while waiting:
                 group, size, waiting = self._next_group(waiting)
@@ -151,8 +152,9 @@ class WriteJoiner:
                     held += group  # goes once the Writes in flight are answered
                 elif group:
                     self._start(key, group)
+                group = []
         except BaseException as exc:  # a bug: no caller may be left waiting for an answer
-            for p in held + waiting:
+            for p in held + group + waiting:
                 if not p.future.done():
                     p.future.set_exception(exc)
             raise
