@@ -115,7 +115,20 @@ def to_op_batches(schema: Schema, op: OpType, rows: Rows) -> list[OpBatch]:
         raise InvalidArgument(f"rows must be a dict, a list of dicts or an Arrow table, not {type(rows).__name__}")
     for batch in batches:
         _check_rows(schema, op, batch.data)
-    return [OpBatch(pa.array([int(op)] * b.data.num_rows, pa.int8()), b.data) for b in batches]
+    return [OpBatch(_op_codes(op, b.data.num_rows), b.data) for b in batches]
+
+
+def _op_codes(op: OpType, rows: int) -> pa.Array:
+    if rows != 1:
+        return pa.array([int(op)] * rows, pa.int8())
+    # A single-row write: Arrow arrays are immutable, so one array per op serves them all.
+    codes = _ONE_OP_CODE.get(op)
+    if codes is None:
+        codes = _ONE_OP_CODE[op] = pa.array([int(op)], pa.int8())
+    return codes
+
+
+_ONE_OP_CODE: dict[OpType, pa.Array] = {}
 
 
 def _groups_by_columns(rows: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:

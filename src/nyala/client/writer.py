@@ -79,9 +79,12 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
     uncovered: list[OpBatch] = []
     for batch in batches:
         found = _partition_indices(table, batch)
-        # Partition indices are small (-1: none), so counting finds them without a sort.
-        distinct = (np.flatnonzero(np.bincount(found + 1)) - 1).tolist()
-        indices = pa.array(found) if len(distinct) > 1 else None
+        if len(found) == 1:
+            distinct, indices = [int(found[0])], None  # one row (a single-row write): nothing to count
+        else:
+            # Partition indices are small (-1: none), so counting finds them without a sort.
+            distinct = (np.flatnonzero(np.bincount(np.array(found) + 1)) - 1).tolist()
+            indices = pa.array(found) if len(distinct) > 1 else None
         for index in distinct:
             # A pa.scalar, not an int: pyarrow looks for pandas on every call given a Python scalar.
             piece = batch if indices is None else _take(batch, pc.equal(indices, pa.scalar(index, pa.int64())))
@@ -99,13 +102,14 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
 _SMALL_BATCH_ROWS = 32
 
 
-def _partition_indices(table: TableInfo, batch: OpBatch) -> npt.NDArray[np.int64]:
+def _partition_indices(table: TableInfo, batch: OpBatch) -> npt.NDArray[np.int64] | list[int]:
     partitioner = table.partitioner
     if batch.num_rows > _SMALL_BATCH_ROWS:
         return partitioner.partition_indices(batch.data)
-    names = set(partitioner.schema.key_names)
-    rows = batch.data.select([n for n in batch.data.column_names if n in names]).to_pylist()
-    return np.array([partitioner.index_of(partitioner.partition_key(row)) for row in rows], np.int64)
+    # Column by column: a table's select().to_pylist() cost more than the partitioning itself.
+    keys = {name: batch.data.column(name).to_pylist() for name in partitioner.schema.key_names}
+    rows = [{name: values[i] for name, values in keys.items()} for i in range(batch.num_rows)]
+    return [partitioner.index_of(partitioner.partition_key(row)) for row in rows]
 
 
 def _take(batch: OpBatch, mask: pa.Array) -> OpBatch:

@@ -10,6 +10,9 @@ import pytest
 
 from nyala.client import Client, FlushMode, Partitioning, Table, UnhandledRowErrors, connect, schema
 from nyala.client._retry import Backoff, Deadline
+from nyala.client.meta_cache import TableInfo
+from nyala.client.operations import to_op_batches
+from nyala.client.writer import split_by_partition
 from nyala.common.errors import (
     AlreadyPresent,
     IllegalState,
@@ -314,3 +317,32 @@ def test_writes_wait_for_a_tablet_being_created_and_fail_for_a_dropped_range(
     errors = table.insert(rows(15, 16))  # the client still believes in [10, 20)
     assert [type(e.error) for e in errors] == [NotFound]
     assert "dropped" in str(errors[0].error)
+
+
+@pytest.mark.parametrize("rows_in_batch", [1, 5, 32, 33, 200])
+def test_small_and_large_batches_map_rows_to_the_same_partitions(rows_in_batch: int) -> None:
+    # Up to 32 rows the client maps rows in Python, above it column-wise in Arrow: same answers.
+    table_schema = schema([("h", "int64"), ("r", "string"), ("v", "double")], primary_key=["h", "r"])
+    partitioning = (
+        Partitioning()
+        .add_hash_partitions("h", 3)
+        .set_range_partition_columns("r")
+        .add_range_partition(None, "m")
+        .add_range_partition("m", "t")
+    )
+    partitioner = partitioning.build(table_schema)
+    info = TableInfo("t", "t", table_schema, partitioner, 0, 3)
+    keys = [{"h": i * 7919, "r": "aemtz"[i % 5] + str(i)} for i in range(rows_in_batch)]
+    [batch] = to_op_batches(table_schema, OpType.UPSERT, keys)
+    work, uncovered = split_by_partition(info, [batch])
+    placed = {
+        (row["h"], row["r"]): partitioner.partitions.index(w.partition)
+        for w in work
+        for b in w.batches
+        for row in b.data.to_pylist()
+    }
+    expected = {(k["h"], k["r"]): partitioner.index_of(partitioner.partition_key(k)) for k in keys}
+    assert placed == {k: i for k, i in expected.items() if i >= 0}
+    assert sorted(str(row["r"]) for b in uncovered for row in b.data.to_pylist()) == sorted(
+        str(k["r"]) for k in keys if expected[(k["h"], k["r"])] < 0
+    )
