@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -127,6 +128,16 @@ class Gate(Recorder):
         return outcome
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until ``condition`` holds: the joiner and the Gate share one loop, so
+    this waits for callbacks, never for time."""
+    for _ in range(1_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
 def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_together() -> None:
     gate = Gate()
     joiner = WriteJoiner(gate, 1 << 20)
@@ -134,10 +145,10 @@ def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_to
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        await asyncio.sleep(0.01)  # sent: nothing was in flight
+        await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
         later = [asyncio.ensure_future(joiner.write(TABLE, P0, batch(i), deadline)) for i in (2, 3)]
         other = asyncio.ensure_future(joiner.write(TABLE, P1, batch(4), deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 2)  # 4 was sent in the same turn that held 2 and 3
         assert gate.sent == [(b"\x00", [1]), (b"\x01", [4])]  # another tablet does not wait
         gate.opened.set()
         return list(await asyncio.gather(first, *later, other))
@@ -155,9 +166,9 @@ def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
     async def scenario() -> None:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 1)
         second = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 2)
         assert [len(ids) for _, ids in gate.sent] == [1, large.num_rows]
         gate.opened.set()
         await asyncio.gather(first, second)
@@ -171,7 +182,7 @@ def test_a_held_batch_whose_deadline_passes_times_out_unsent_and_does_not_cut_ot
 
     async def scenario() -> tuple[list[RowError], list[RowError]]:
         first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), Deadline(10, "test")))
-        await asyncio.sleep(0.01)  # sent: nothing was in flight
+        await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
         hurried = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), Deadline(0.05, "a short write")))
         patient = asyncio.ensure_future(joiner.write(TABLE, P0, batch(3), Deadline(10, "test")))
         errors = await asyncio.wait_for(hurried, 5)  # answered at its deadline, not when the gate opens
@@ -196,11 +207,11 @@ def test_a_large_batch_behind_a_small_one_it_cannot_join_is_not_held() -> None:
     async def scenario() -> None:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 1)
         # Another column set: the small batch and the large one cannot go together.
         small = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2, with_v=False), deadline))
         big = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 2)  # the large one went in the turn that held the small one
         assert [ids[0] for _, ids in gate.sent] == [1, 10]
         gate.opened.set()
         await asyncio.gather(first, small, big)
@@ -216,9 +227,9 @@ def test_closing_fails_the_held_batches_and_refuses_new_ones() -> None:
     async def scenario() -> list[BaseException | list[RowError]]:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: len(gate.sent) == 1)
         held = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
-        await asyncio.sleep(0.01)
+        await until(lambda: bool(joiner._held))
         joiner.close(IllegalState("the client is closed"))
         gate.opened.set()
         after = joiner.write(TABLE, P0, batch(3), deadline)
