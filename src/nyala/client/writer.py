@@ -83,7 +83,7 @@ def split_by_partition(table: TableInfo, batches: Sequence[OpBatch]) -> tuple[li
             distinct, indices = [int(found[0])], None  # one row (a single-row write): nothing to count
         else:
             # Partition indices are small (-1: none), so counting finds them without a sort.
-            distinct = (np.flatnonzero(np.bincount(np.array(found) + 1)) - 1).tolist()
+            distinct = (np.flatnonzero(np.bincount(np.asarray(found) + 1)) - 1).tolist()
             indices = pa.array(found) if len(distinct) > 1 else None
         for index in distinct:
             # A pa.scalar, not an int: pyarrow looks for pandas on every call given a Python scalar.
