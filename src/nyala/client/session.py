@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -40,7 +41,7 @@ from .meta_cache import TableInfo
 from .operations import OpBatch, Operation, RowError, Rows, UnhandledRowErrors, to_op_batches
 from .writer import TabletWork, send_tablet_work, split_by_partition
 
-__all__ = ["AsyncSession", "FlushMode"]
+__all__ = ["AsyncSession", "FlushMode", "flush_batches"]
 
 
 class FlushMode(enum.Enum):
@@ -201,24 +202,7 @@ class AsyncSession:
     async def _flush_batches(self, batches: list[OpBatch]) -> list[RowError]:
         rows = sum(b.num_rows for b in batches)
         deadline = Deadline(self.timeout_s, f"writing {rows} rows to table {self.table_name!r}")
-        try:
-            info = await self._table(deadline)
-        except NyalaError as exc:
-            return _as_errors(batches, exc)
-        work, uncovered = split_by_partition(info, batches)
-        if uncovered and self._may_refresh():
-            # Another client may have added the range: look again before calling the rows bad.
-            try:
-                info = await self._ctx.meta.table(deadline, table_id=info.id, refresh=True)
-            except NyalaError as exc:
-                return _as_errors(batches, exc)
-            work, uncovered = split_by_partition(info, batches)
-        missing = NotFound(f"no range partition of table {info.name!r} covers this row")
-        errors = [e for b in uncovered for e in b.row_errors(missing)]
-        results = await asyncio.gather(*(self._send_in_order(info, w, deadline) for w in work))
-        for result in results:
-            errors += result
-        return errors
+        return await flush_batches(self._ctx, self._table, batches, deadline, self._may_refresh, self._send_in_order)
 
     def _may_refresh(self) -> bool:
         """At most one table refresh per second for rows that fit no partition."""
@@ -316,3 +300,42 @@ def _slices(batches: list[OpBatch], max_bytes: int) -> list[OpBatch]:
 
 def _as_errors(batches: Sequence[OpBatch], exc: NyalaError) -> list[RowError]:
     return [e for b in batches for e in b.row_errors(exc)]
+
+
+TabletSender = Callable[[TableInfo, TabletWork, Deadline], Awaitable[list[RowError]]]
+
+
+async def flush_batches(
+    ctx: ClientContext,
+    table: TableGetter,
+    batches: list[OpBatch],
+    deadline: Deadline,
+    may_refresh: Callable[[], bool],
+    send: TabletSender | None = None,
+) -> list[RowError]:
+    """Write ``batches`` once: split by tablet, send each tablet's part, return every row error.
+
+    ``send`` writes one tablet's part (a session passes one that keeps its flushes in order);
+    by default it is sent as it is.  Rows no partition covers cause one look at the table
+    (when ``may_refresh()`` allows) before they are reported as NotFound."""
+    try:
+        info = await table(deadline)
+    except NyalaError as exc:
+        return _as_errors(batches, exc)
+    work, uncovered = split_by_partition(info, batches)
+    if uncovered and may_refresh():
+        # Another client may have added the range: look again before calling the rows bad.
+        try:
+            info = await ctx.meta.table(deadline, table_id=info.id, refresh=True)
+        except NyalaError as exc:
+            return _as_errors(batches, exc)
+        work, uncovered = split_by_partition(info, batches)
+    missing = NotFound(f"no range partition of table {info.name!r} covers this row")
+    errors = [e for b in uncovered for e in b.row_errors(missing)]
+    if send is None:
+        send = functools.partial(send_tablet_work, ctx)
+    if len(work) == 1:  # a few rows' usual case: no tasks to gather
+        return errors + await send(info, work[0], deadline)
+    for result in await asyncio.gather(*(send(info, w, deadline) for w in work)):
+        errors += result
+    return errors
