@@ -3,7 +3,8 @@
 A pipelined leader sends its AppendEntries before its own write is synced.  Its own copy
 counts toward commit only once synced, so a leader that crashes before its sync loses
 nothing that was committed.  Slow disks make the orderings explicit: the leader's fsync
-takes far longer than a follower's round trip.
+takes far longer than a follower's round trip, and longer than a tick (followers learn a
+commit index no append carries at the leader's next tick).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import pytest
 from nyala.consensus.core import _replication
 from nyala.testing.sim import MS, Cluster, SimNode
 
-SLOW = (100 * MS, 100 * MS)
+SLOW = (300 * MS, 300 * MS)
+TICK_MS = 100  # the default raft_tick_interval_ms
 
 
 def followers(cluster: Cluster, leader: SimNode) -> list[str]:
@@ -33,9 +35,9 @@ def test_a_leaders_unsynced_entry_is_not_counted_toward_commit() -> None:
     assert not leader.disk.holds(op.index, op.term)
     assert leader.core is not None
     assert leader.core.commit_index < op.index, "one follower's copy is no majority of three"
-    cluster.run_for(100)
+    cluster.run_for(300)
     assert leader.core.commit_index >= op.index, "committed once the leader's own copy is durable"
-    assert cluster.n_committed(op.index) == (2, b"x")
+    assert cluster.run_until(lambda: cluster.n_committed(op.index) == (2, b"x"), 2 * TICK_MS)
 
 
 def test_an_entry_committed_by_followers_survives_the_leader_crashing_before_its_fsync() -> None:
@@ -44,7 +46,10 @@ def test_an_entry_committed_by_followers_survives_the_leader_crashing_before_its
     leader.fsync_us = SLOW
     op = cluster.propose(b"x", leader)
     assert op is not None
-    assert cluster.run_until(lambda: cluster.n_committed(op.index) == (2, b"x"), 50)
+    assert leader.core is not None
+    assert cluster.run_until(lambda: leader.core is not None and leader.core.commit_index >= op.index, 50)
+    # The followers learn the commit index at the leader's next tick, still before its sync.
+    assert cluster.run_until(lambda: cluster.n_committed(op.index) == (2, b"x"), 2 * TICK_MS)
     assert not leader.disk.holds(op.index, op.term), "both followers applied x before the leader synced it"
     cluster.crash(leader.peer_id)
     new_leader = cluster.check_one_leader()
@@ -98,7 +103,7 @@ def test_a_leader_counting_its_own_unsynced_copy_would_lose_a_committed_entry(
     leader.fsync_us = SLOW
     op = cluster.propose(b"x", leader)
     assert op is not None
-    cluster.run_for(20)
+    cluster.run_for(1.5 * TICK_MS)  # b has had a tick's commit notice, the leader no sync
     assert cluster.nodes[b].disk.holds(op.index, op.term)
     assert cluster.nodes[b].applied == (op.index if counts_unsynced else op.index - 1)
     cluster.crash(leader.peer_id)

@@ -99,6 +99,11 @@ class Net:
             self.cores[peer_id].tick()
         self.collect()
 
+    def notify_commit(self, leader_id: str) -> None:
+        """Tick the leader once and deliver: followers learn a commit index no append carried."""
+        self.tick(leader_id)
+        self.stabilize()
+
     def elect(self, peer_id: str) -> RaftCore:
         """Make ``peer_id`` leader and commit its NO_OP."""
         core = self.cores[peer_id]

@@ -75,14 +75,18 @@ def test_followers_alone_commit_an_entry_the_leader_has_not_synced() -> None:
     assert a.durable_index < index
     later = a.ready()
     # The later Ready hands x out as committed (the driver applies it once this Ready, hence
-    # the earlier one holding x, is durable) and tells the followers at once.
+    # the earlier one holding x, is durable).  No entry follows x, so the followers learn the
+    # commit index at the leader's next tick rather than from an AppendEntries of its own.
     assert [e.index for e in later.committed_entries] == [index]
-    assert {m.commit_index for m in later.messages_before_sync if isinstance(m, AppendRequest)} == {index}
+    assert not [m for m in later.messages_before_sync if isinstance(m, AppendRequest)]
     with pytest.raises(Exception, match="order"):
         a.advance(later)
     a.advance(rd)
     a.advance(later)
     assert a.applied_index == index
+    a.tick()
+    notice = a.ready()
+    assert {m.commit_index for m in notice.messages_before_sync if isinstance(m, AppendRequest)} == {index}
 
 
 def test_single_voter_config_commits_only_after_the_local_fsync() -> None:

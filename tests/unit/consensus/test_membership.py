@@ -48,6 +48,7 @@ def test_a_config_takes_effect_when_appended_and_is_persisted_when_committed() -
     net.stabilize()
     assert leader.committed_config.opid_index == op.index
     assert leader.committed_config.is_voter("d")
+    net.notify_commit("a")
     committed = [rd.committed_config for rd in net.readies["b"] if rd.committed_config is not None]
     assert committed[-1] == leader.committed_config
     assert net.cores["d"].role is Role.FOLLOWER

@@ -36,6 +36,7 @@ def test_committed_entries_reach_every_replica_in_order() -> None:
     leader = net.elect("a")
     ids = [leader.propose(f"w{i}".encode()) for i in range(5)]
     net.stabilize()
+    net.notify_commit("a")
     assert [i.index for i in ids] == [2, 3, 4, 5, 6]
     for peer_id in "abc":
         payloads = [e.payload for e in net.applied[peer_id] if e.type is EntryType.WRITE]
@@ -111,6 +112,7 @@ def test_only_entries_of_the_current_term_are_committed_by_counting() -> None:
     assert c.commit_index == 0, "entry 2@2 is on a majority but belongs to an older term"
     net.stabilize()
     assert c.commit_index == 3
+    net.notify_commit("c")
     assert a.commit_index == 3
 
 
@@ -162,6 +164,7 @@ def test_lost_acknowledgements_fall_back_to_probing() -> None:
         leader.tick()
     net.stabilize()
     assert leader.commit_index == 2
+    net.notify_commit("a")
     assert cores[1].commit_index == 2
 
 
@@ -254,6 +257,7 @@ def test_a_restarted_replica_reloads_its_log_term_vote_and_committed_config() ->
     for i in range(3):
         leader.propose(bytes([i]))
     net.stabilize()
+    net.notify_commit("a")
     b = net.cores["b"]
     hard = HardState(b.term, b.vote, b.commit_index)
     log = tuple(b.entry(i) for i in range(1, b.last_index + 1))

@@ -12,6 +12,12 @@ the current term; earlier entries commit with it.  Non-voters' acknowledgements 
 own copy only up to ``_durable_index``, what the driver confirmed with ``advance()``, because
 it sends its entries before its own sync (Raft thesis 10.2.1).
 
+Commit notices: a follower learns the commit index from the next AppendEntries, which under
+load carries the next entries.  One that would carry only a new commit index is sent at the
+leader's next tick, not at once: a follower applies at most one tick late, and a busy leader
+sends half the messages (each entry cost two appends with the entry, two with only the commit
+index, and their four answers).
+
 Heartbeats: every ``heartbeat_ticks``, on the driver's shared tick phase when ``tick()`` is
 given ``now_tick`` (so that the heartbeats of every group of a process leave together),
 otherwise counted from the previous heartbeat.
@@ -205,6 +211,7 @@ class ReplicationMixin(CoreState):
             self._broadcast_heartbeats()
         for peer_id, progress in self._progress.items():
             self._send_appends(peer_id, progress)
+        self._commit_notice_due = False
 
     def _send_appends(self, peer_id: str, progress: Progress) -> None:
         log = self._log
@@ -218,8 +225,13 @@ class ReplicationMixin(CoreState):
                     return
             elif len(progress.inflight) >= self._options.raft_max_inflight_batches:
                 return
-            elif progress.next > log.last_index and progress.sent_commit >= self._commit:
-                return  # caught up, and it knows the commit index (Kudu sends that eagerly too)
+            elif progress.next > log.last_index and (
+                progress.sent_commit >= self._commit or not self._commit_notice_due
+            ):
+                # Caught up.  A commit index no entry carries waits for the next tick: under
+                # load the next entry's append carries it, and an AppendEntries with only the
+                # commit index (and its answer) was half of a busy leader's messages.
+                return
             prev = progress.next - 1
             prev_term = log.term_at(prev)
             assert prev_term is not None, f"no term for {prev} in {log.first_index}..{log.last_index}"
@@ -251,6 +263,7 @@ class ReplicationMixin(CoreState):
 
     def _tick_leader(self, now_tick: int | None) -> None:
         self._heartbeat_elapsed += 1
+        self._commit_notice_due = True  # followers learn a commit index no append carried
         period = self._timing.heartbeat_ticks
         # On the shared phase when the driver gives one; the elapsed count is the fallback
         # that also bounds the gap should a driver ever skip a tick number.
