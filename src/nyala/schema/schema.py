@@ -21,6 +21,8 @@ from .types import KEY_TYPES, ColumnType
 __all__ = ["MAX_COLUMNS", "MAX_IDENTIFIER_LENGTH", "ColumnSchema", "Schema"]
 
 MAX_COLUMNS = 300  # Kudu's --max_num_columns
+# Column subsets whose Arrow schema a Schema remembers (writes that set different columns).
+_ARROW_SCHEMAS_KEPT = 64
 MAX_IDENTIFIER_LENGTH = 256  # Kudu's --max_identifier_length, in bytes
 RESERVED_PREFIX = "__"  # row-operation batches use "__op"
 
@@ -97,7 +99,7 @@ def _check_identifier(name: object) -> None:
 class Schema:
     """An immutable, validated list of columns whose first ``key_column_count`` form the primary key."""
 
-    __slots__ = ("_by_name", "columns", "key_column_count", "next_column_id")
+    __slots__ = ("_arrow_schemas", "_by_name", "columns", "key_column_count", "next_column_id")
 
     def __init__(
         self, columns: Iterable[ColumnSchema], key_column_count: int, next_column_id: int | None = None
@@ -127,6 +129,7 @@ class Schema:
             raise InvalidArgument(f"next_column_id {next_column_id} must exceed the highest column id {highest}")
         self.next_column_id = next_column_id
         self._by_name = {c.name: i for i, c in enumerate(self.columns)}
+        self._arrow_schemas: dict[tuple[str, ...], pa.Schema] = {}
 
     @classmethod
     def of(cls, columns: Sequence[ColumnSchema], primary_key: Sequence[str]) -> Schema:
@@ -199,6 +202,19 @@ class Schema:
 
     def to_arrow(self) -> pa.Schema:
         return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in self.columns])
+
+    def arrow_schema_of(self, names: tuple[str, ...]) -> pa.Schema:
+        """The Arrow schema (nullable fields) of a batch setting these columns, in this order;
+        InvalidArgument for a name not in the schema.  Remembered: every written dict asks."""
+        found = self._arrow_schemas.get(names)
+        if found is None:
+            for name in names:
+                if name not in self._by_name:
+                    raise InvalidArgument(f"unknown column {name!r}; the table's columns are {self.names}")
+            found = pa.schema([pa.field(n, self.column(n).arrow_type) for n in names])
+            if len(self._arrow_schemas) < _ARROW_SCHEMAS_KEPT:
+                self._arrow_schemas[names] = found
+        return found
 
     @classmethod
     def from_arrow(cls, arrow_schema: pa.Schema, primary_key: Sequence[str]) -> Schema:

@@ -241,3 +241,12 @@ def test_large_in_lists_are_checked_like_small_ones() -> None:
             Predicate.in_list("id", bad).bind(SCHEMA)
     with pytest.raises(InvalidArgument, match="predicate on column 'name'"):
         Predicate.in_list("name", [*names, "\ud800"]).bind(SCHEMA)
+
+
+def test_arrow_schema_of_a_column_subset_follows_the_order_given_and_refuses_unknown_names() -> None:
+    subset = SCHEMA.arrow_schema_of(("price", "id"))
+    assert subset.names == ["price", "id"]
+    assert subset.types == [pa.decimal128(10, 2), pa.int64()]
+    assert SCHEMA.arrow_schema_of(("price", "id")) is subset, "remembered, not rebuilt"
+    with pytest.raises(InvalidArgument, match="unknown column 'nope'"):
+        SCHEMA.arrow_schema_of(("id", "nope"))
