@@ -82,6 +82,7 @@ _BASE = {
     OpType.UPSERT_IGNORE: OpType.UPSERT,
 }
 _MIN_OP, _MAX_OP = int(min(OpType)), int(max(OpType))
+_FEW_OPS = 64  # up to this many rows, op codes are checked in Python
 _INT8 = pa.int8()
 _CREATING = pa.array([int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT)], pa.int8())
 
@@ -246,9 +247,14 @@ def _check_ops(table: pa.Table, names: list[str]) -> tuple[pa.Array, OpType | No
         raise InvalidArgument(f"column {OP_COLUMN!r} has nulls")
     if not len(ops):
         return ops, None
-    # numpy, not pyarrow.compute: every write is checked, and most carry few rows.
-    codes = ops.to_numpy()
-    low, high = int(codes.min()), int(codes.max())
+    # Every write is checked, and most carry few rows: for those Python's min and max beat
+    # numpy's reductions (whose per-call cost dominated), which beat pyarrow.compute.
+    if len(ops) <= _FEW_OPS:
+        codes = ops.to_pylist()
+        low, high = min(codes), max(codes)
+    else:
+        array = ops.to_numpy()
+        low, high = int(array.min()), int(array.max())
     if low < _MIN_OP or high > _MAX_OP:
         raise InvalidArgument(f"column {OP_COLUMN!r} has unknown op codes; known: {[int(o) for o in OpType]}")
     return ops, OpType(low) if low == high else None
@@ -256,6 +262,14 @@ def _check_ops(table: pa.Table, names: list[str]) -> tuple[pa.Array, OpType | No
 
 def _check_columns(data: pa.Table, schema: Schema, missing_key: str) -> None:
     """Names and types; with ``missing_key`` (the error's wording), key columns must be there."""
+    names = tuple(data.schema.names)
+    if (
+        _known_columns(schema, names)
+        and data.schema.types == schema.arrow_schema_of(names).types
+        and (not missing_key or set(schema.key_names) <= set(names))
+    ):
+        return  # the usual case, in one comparison of remembered types
+    # Something is wrong: find it column by column, for the message.
     seen: set[str] = set()
     for field in data.schema:
         if field.name in seen:
@@ -271,6 +285,11 @@ def _check_columns(data: pa.Table, schema: Schema, missing_key: str) -> None:
             raise InvalidArgument(f"row operations {missing_key} {name!r}")
 
 
+def _known_columns(schema: Schema, names: tuple[str, ...]) -> bool:
+    """Whether every name is one of the schema's, once each."""
+    return len(set(names)) == len(names) and all(schema.has_column(name) for name in names)
+
+
 def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOperationOptions) -> None:
     # Each compute call costs tens of microseconds, so the cheap tests come first.
     present = set(data.column_names)
@@ -279,16 +298,17 @@ def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOpe
             if not col.nullable and col.default is None and pc.any(pc.is_in(ops, _CREATING)).as_py():
                 raise InvalidArgument(f"INSERT and UPSERT rows must set non-null column {col.name!r} (no default)")
             continue
+        binary = col.type.type in (DataType.STRING, DataType.BINARY)
+        if col.nullable and not binary:
+            continue  # nothing to check (and fetching the column costs microseconds)
         values = data.column(col.name)
         # DELETE rows may carry nulls in non-key columns they do not use.
-        if (values.null_count and not col.nullable) and (
+        if (not col.nullable and values.null_count) and (
             schema.is_key(col.name) or _nulls_outside_deletes(values, ops)
         ):
             raise InvalidArgument(f"column {col.name!r} is not nullable but has nulls")
         # The buffers' total bounds every cell and, unlike nbytes, costs nothing per row.
-        if col.type.type in (DataType.STRING, DataType.BINARY) and (
-            values.get_total_buffer_size() > options.max_cell_size_bytes
-        ):
+        if binary and values.get_total_buffer_size() > options.max_cell_size_bytes:
             longest = pc.max(pc.binary_length(values)).as_py() or 0
             if longest > options.max_cell_size_bytes:
                 raise InvalidArgument(

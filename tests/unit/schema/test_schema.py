@@ -250,3 +250,59 @@ def test_arrow_schema_of_a_column_subset_follows_the_order_given_and_refuses_unk
     assert SCHEMA.arrow_schema_of(("price", "id")) is subset, "remembered, not rebuilt"
     with pytest.raises(InvalidArgument, match="unknown column 'nope'"):
         SCHEMA.arrow_schema_of(("id", "nope"))
+
+
+def _two(names: list[str], columns: list[pa.Array]) -> bytes:
+    return encode_row_operations(pa.RecordBatch.from_arrays(columns, names=names))
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        # A repeated column, and a key column given twice instead of the other key column.
+        (
+            _two([OP_COLUMN, "id", "name", "name"], [pa.array([1], pa.int8()), pa.array([1]), *[pa.array(["a"])] * 2]),
+            "repeat column 'name'",
+        ),
+        (_two([OP_COLUMN, "id", "id"], [pa.array([1], pa.int8()), *[pa.array([1])] * 2]), "repeat column 'id'"),
+        (_raw({OP_COLUMN: pa.array([0], pa.int8()), "id": pa.array([1]), "name": pa.array(["a"])}), "unknown op codes"),
+        (  # past the few rows checked in Python
+            _raw(
+                {
+                    OP_COLUMN: pa.array([1] * 99 + [9], pa.int8()),
+                    "id": pa.array(range(100)),
+                    "name": pa.array(["a"] * 100),
+                }
+            ),
+            "unknown op codes",
+        ),
+        (  # a nullable column's cells are bounded too
+            _raw(
+                {
+                    OP_COLUMN: pa.array([1], pa.int8()),
+                    "id": pa.array([1]),
+                    "name": pa.array(["a"]),
+                    "blob": pa.array([b"x" * 70000]),
+                }
+            ),
+            "column 'blob' has a cell of 70000 bytes",
+        ),
+    ],
+)
+def test_more_bad_row_operations_are_refused(payload: bytes, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        decode_row_operations(payload, SCHEMA)
+
+
+def test_row_operations_may_give_columns_in_any_order_and_nulls_where_allowed() -> None:
+    payload = _raw(
+        {
+            OP_COLUMN: pa.array([4] * 70, pa.int8()),
+            "f": pa.array([None] * 70, pa.float32()),
+            "name": pa.array(["n"] * 70),
+            "id": pa.array(range(70)),
+        }
+    )
+    ops = decode_row_operations(payload, SCHEMA)
+    assert ops.only_op is OpType.UPSERT
+    assert ops.columns == ["f", "name", "id"]
