@@ -171,9 +171,9 @@ def _from_arrow(schema: Schema, table: pa.Table) -> pa.Table:
 
 
 def _from_dicts(schema: Schema, rows: Sequence[Mapping[str, Any]], first: int) -> pa.Table:
-    names = tuple(rows[0])
+    arrow_schema = schema.arrow_schema_of(tuple(rows[0]))  # InvalidArgument names an unknown column
     try:
-        return pa.Table.from_pylist(list(rows), schema=schema.arrow_schema_of(names))
+        return pa.Table.from_pylist(list(rows), schema=arrow_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
         _raise_first_bad_value(schema, rows, first)
         raise
