@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -93,6 +95,53 @@ def load_average() -> str:
     )
 
 
+# --- instruction counts ---------------------------------------------------------------
+
+
+class InstructionCounter:
+    """Instructions that processes execute over a window, counted by ``perf stat``.
+
+    On a shared two-core machine the rate and the CPU seconds of a figure move with the
+    machine's speed, by 2x within an hour; the instructions a write takes barely do (two runs
+    of the same code agreed within 1 %).  Without ``perf``, or without the permission to
+    count, the count is None.
+    """
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        self._pids = [p for p in pids if p]
+        self._output = Path(tempfile.mkstemp(prefix="perf-stat-", suffix=".csv")[1])
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        perf = shutil.which("perf")
+        if perf is None or not self._pids:
+            return
+        command = [perf, "stat", "-x", ",", "-e", "instructions", "-o", str(self._output)]
+        command += ["-p", ",".join(map(str, self._pids))]
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> int | None:
+        """Stop counting; the instructions counted since ``start()``, or None."""
+        process, self._process = self._process, None
+        try:
+            if process is None:
+                return None
+            process.send_signal(signal.SIGINT)  # perf stat writes its counts on SIGINT
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                return None
+            for line in self._output.read_text().splitlines():
+                value, _, rest = line.partition(",")
+                if "instructions" in rest and value.strip().isdigit():
+                    return int(value)
+            return None
+        finally:
+            self._output.unlink(missing_ok=True)
+
+
 # --- closed-loop load -------------------------------------------------------------------
 
 
@@ -106,6 +155,8 @@ class LoadResult:
     latencies: list[float] = field(repr=False)
     client_cpu_s: float
     server_cpu_s: float
+    client_instructions: int | None = None  # see InstructionCounter
+    server_instructions: int | None = None
 
     @property
     def rate(self) -> float:
@@ -125,6 +176,18 @@ class LoadResult:
     def server_cpu_us(self) -> float:
         return self.server_cpu_s / self.units * 1e6 if self.units else float("nan")
 
+    @property
+    def client_kilo_instructions(self) -> float | None:
+        """Thousands of instructions per unit in this process, or None when not counted."""
+        return self._per_unit(self.client_instructions)
+
+    @property
+    def server_kilo_instructions(self) -> float | None:
+        return self._per_unit(self.server_instructions)
+
+    def _per_unit(self, instructions: int | None) -> float | None:
+        return None if instructions is None or not self.units else instructions / self.units / 1e3
+
 
 async def closed_loop(
     op: Callable[[int], Awaitable[int]],
@@ -132,9 +195,12 @@ async def closed_loop(
     seconds: float,
     server_pids: Sequence[int],
     warmup_s: float = 1.0,
+    count_instructions: bool = False,
 ) -> LoadResult:
     """``workers`` tasks call ``op(n)`` back to back (n numbers the calls, 0, 1, ...) for
-    ``seconds`` after ``warmup_s``; ``op`` returns how many units it completed."""
+    ``seconds`` after ``warmup_s``; ``op`` returns how many units it completed.  With
+    ``count_instructions``, this process's and the servers' instructions are counted too."""
+    counters = (InstructionCounter([os.getpid()]), InstructionCounter(server_pids)) if count_instructions else ()
     counter = 0
     measuring = False
     latencies: list[float] = []
@@ -154,12 +220,15 @@ async def closed_loop(
         nonlocal measuring
         await asyncio.sleep(warmup_s)
         measuring = True
+        for counter in counters:
+            counter.start()
         return time.perf_counter(), time.process_time(), cpu_of(server_pids)
 
     clock_task = asyncio.ensure_future(clock())
     await asyncio.gather(*(worker() for _ in range(workers)))
     started, cpu_started, server_started = await clock_task
     elapsed = time.perf_counter() - started
+    client_instructions, server_instructions = (c.stop() for c in counters) if counters else (None, None)
     return LoadResult(
         ops=len(latencies),
         units=units,
@@ -167,6 +236,8 @@ async def closed_loop(
         latencies=latencies,
         client_cpu_s=time.process_time() - cpu_started,
         server_cpu_s=cpu_of(server_pids) - server_started,
+        client_instructions=client_instructions,
+        server_instructions=server_instructions,
     )
 
 

@@ -24,7 +24,9 @@ etcd 3.4 (Debian ``etcd-server``, installed by this script with apt-get when ``e
 on PATH; default timings; data under .bench-tmp): ``--writers`` clients, each with its own
 keep-alive HTTP/1.1 connection to the leader's grpc-gateway, putting 8-byte keys with
 92-byte values back to back (the same 100 bytes per write).  CPU per operation is given for
-the client (this process) and the servers (all their processes together).
+the client (this process) and the servers (all their processes together), and so are the
+instructions per operation, counted by ``perf stat`` when it is installed: on a shared
+machine they move far less with its speed than the rates and CPU seconds do.
 
 Targets: batched >= 200,000 rows/s; single-row writes/s >= 2x etcd's puts/s.
 
@@ -132,7 +134,7 @@ async def measure_nyala(cluster: MiniCluster, args: argparse.Namespace) -> Nyala
         concurrent = await closed_loop(insert_batch, args.batch_writers, args.seconds, pids)
         await settled(pids)
         print(f"Nyala: single-row writes from {args.writers} writers ...", flush=True)
-        single = await closed_loop(insert_row, args.writers, args.seconds, pids)
+        single = await closed_loop(insert_row, args.writers, args.seconds, pids, count_instructions=True)
         return NyalaResults(session, concurrent, single, leaders)
     finally:
         await client.close()
@@ -164,7 +166,7 @@ async def measure_etcd(cluster: EtcdCluster, writers: int, seconds: float) -> Lo
         return 1
 
     try:
-        return await closed_loop(put, writers, seconds, cluster.pids)
+        return await closed_loop(put, writers, seconds, cluster.pids, count_instructions=True)
     finally:
         for connection in connections:
             await connection.close()
@@ -190,6 +192,16 @@ def report(nyala: NyalaResults, etcd: LoadResult | None, etcd_name: str, args: a
         Figure("  client CPU per write, us", one.client_cpu_us, etcd.client_cpu_us if etcd else None),
         Figure(
             "  server CPU per write, us (all server processes)", one.server_cpu_us, etcd.server_cpu_us if etcd else None
+        ),
+        Figure(
+            "  client instructions per write, thousands (perf stat)",
+            one.client_kilo_instructions,
+            etcd.client_kilo_instructions if etcd else None,
+        ),
+        Figure(
+            "  server instructions per write, thousands (perf stat)",
+            one.server_kilo_instructions,
+            etcd.server_kilo_instructions if etcd else None,
         ),
     ]
     leaders = ", ".join(f"{a}: {n}" for a, n in nyala.leaders.items())
