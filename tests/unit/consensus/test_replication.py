@@ -340,3 +340,39 @@ def test_read_index_needs_a_running_leader() -> None:
         assert net.deliver()
     with pytest.raises(ServiceUnavailable):
         a.read_index(1)
+
+
+def test_a_commit_notice_waits_for_the_tick_and_then_for_room_in_the_followers_window() -> None:
+    options = RaftOptions(raft_max_inflight_batches=1)
+    net = Net(make_core(p, options=options) for p in "abc")
+    a = net.elect("a")
+    net.notify_commit("a")
+    x = a.propose(b"x").index
+    net.collect()
+    for m in net.outbox:  # b and c store x ...
+        net.cores[m.recipient].step(m)
+    net.outbox = []
+    net.collect()
+    held = [m for m in net.outbox if m.sender == "c"]  # ... but only b's answer reaches a
+    net.outbox = [m for m in net.outbox if m.sender != "c"]
+    net.deliver()
+    assert a.commit_index == x
+    assert not net.sent(AppendRequest), "no AppendEntries with only the commit index before the tick"
+    net.tick("a")
+    notices = [(m.recipient, m.commit_index) for m in net.sent(AppendRequest)]
+    assert notices == [("b", x)], "c's window is full: its notice waits"
+    net.outbox = []
+    for m in held:
+        a.step(m)
+    assert [(m.recipient, m.commit_index) for m in net.sent(AppendRequest)] == [("c", x)], "room: sent, no tick needed"
+
+
+def test_a_heartbeat_carrying_the_commit_index_is_the_notice() -> None:
+    options = RaftOptions(raft_heartbeat_interval_ms=100, raft_tick_interval_ms=100)
+    net = Net(make_core(p, options=options) for p in "abc")
+    a = net.elect("a")
+    assert net.cores["b"].commit_index < a.commit_index, "b has not been told yet"
+    net.outbox = []
+    net.tick("a")  # every tick is a heartbeat tick here
+    assert net.sent(Heartbeat)
+    assert not net.sent(AppendRequest), "the heartbeats carry the commit index: no AppendEntries besides"

@@ -211,7 +211,6 @@ class ReplicationMixin(CoreState):
             self._broadcast_heartbeats()
         for peer_id, progress in self._progress.items():
             self._send_appends(peer_id, progress)
-        self._commit_notice_due = False
 
     def _send_appends(self, peer_id: str, progress: Progress) -> None:
         log = self._log
@@ -225,12 +224,11 @@ class ReplicationMixin(CoreState):
                     return
             elif len(progress.inflight) >= self._options.raft_max_inflight_batches:
                 return
-            elif progress.next > log.last_index and (
-                progress.sent_commit >= self._commit or not self._commit_notice_due
-            ):
+            elif progress.next > log.last_index and (progress.sent_commit >= self._commit or not progress.notice_due):
                 # Caught up.  A commit index no entry carries waits for the next tick: under
                 # load the next entry's append carries it, and an AppendEntries with only the
-                # commit index (and its answer) was half of a busy leader's messages.
+                # commit index (and its answer) was half of a busy leader's messages.  A peer
+                # skipped above (a full window) keeps its notice due for when it has room.
                 return
             prev = progress.next - 1
             prev_term = log.term_at(prev)
@@ -240,6 +238,7 @@ class ReplicationMixin(CoreState):
                 AppendRequest(self.group_id, self.peer_id, peer_id, self._term, prev, prev_term, entries, self._commit)
             )
             progress.sent_commit = self._commit
+            progress.notice_due = False
             progress.sent(entries[-1].index if entries else prev)
 
     def _notify_copy(self, peer_id: str, progress: Progress) -> None:
@@ -257,13 +256,16 @@ class ReplicationMixin(CoreState):
         for peer_id, progress in self._progress.items():
             commit = min(progress.match, self._commit)
             self._send(Heartbeat(self.group_id, self.peer_id, peer_id, self._term, commit, self._read_seq))
+            if commit == self._commit:  # the heartbeat is the notice: no AppendEntries besides
+                progress.sent_commit = max(progress.sent_commit, commit)
 
     def _send_timeout_now(self, peer_id: str) -> None:
         self._send(TimeoutNow(self.group_id, self.peer_id, peer_id, self._term))
 
     def _tick_leader(self, now_tick: int | None) -> None:
         self._heartbeat_elapsed += 1
-        self._commit_notice_due = True  # followers learn a commit index no append carried
+        for progress in self._progress.values():
+            progress.notice_due = True  # followers learn a commit index no append carried
         period = self._timing.heartbeat_ticks
         # On the shared phase when the driver gives one; the elapsed count is the fallback
         # that also bounds the gap should a driver ever skip a tick number.

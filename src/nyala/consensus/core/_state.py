@@ -80,7 +80,6 @@ class CoreState:
     _transfer_sent: bool
     _read_seq: int
     _read_round_due: bool
-    _commit_notice_due: bool  # send followers a commit index no append has carried (each tick)
     _pending_reads: list[tuple[int, int, int]]  # (heartbeat round, request id, read index)
 
     # outputs waiting for the next Ready

@@ -134,7 +134,6 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._transfer_sent = False
         self._read_seq = 0
         self._read_round_due = False
-        self._commit_notice_due = False
         self._pending_reads = []
         self._msgs = []
         self._read_states = []
