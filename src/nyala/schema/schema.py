@@ -153,6 +153,18 @@ class Schema:
     def __hash__(self) -> int:
         return hash((self.columns, self.key_column_count))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Without the remembered Arrow schemas: Spark pickles a schema into every task.
+        names = ("columns", "key_column_count", "next_column_id")
+        return {name: getattr(self, name) for name in names}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.columns = state["columns"]
+        self.key_column_count = state["key_column_count"]
+        self.next_column_id = state["next_column_id"]
+        self._by_name = {c.name: i for i, c in enumerate(self.columns)}
+        self._arrow_schemas = {}
+
     def __repr__(self) -> str:
         cols = ", ".join(f"{c.name} {c.type}{'' if c.nullable else ' not null'}" for c in self.columns)
         return f"Schema({cols}; primary key {self.key_names})"

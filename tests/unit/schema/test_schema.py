@@ -306,3 +306,16 @@ def test_row_operations_may_give_columns_in_any_order_and_nulls_where_allowed() 
     ops = decode_row_operations(payload, SCHEMA)
     assert ops.only_op is OpType.UPSERT
     assert ops.columns == ["f", "name", "id"]
+
+
+def test_a_schema_pickles_and_copies_without_its_remembered_arrow_schemas() -> None:
+    import copy
+    import pickle
+
+    SCHEMA.arrow_schema_of(("id", "name"))
+    for clone in (pickle.loads(pickle.dumps(SCHEMA)), copy.copy(SCHEMA), copy.deepcopy(SCHEMA)):
+        assert clone == SCHEMA
+        assert clone.next_column_id == SCHEMA.next_column_id
+        assert clone.index_of("price") == 2
+        assert clone.arrow_schema_of(("id", "name")).names == ["id", "name"]
+    assert b"arrow" not in pickle.dumps(SCHEMA).lower(), "the cache of Arrow schemas stays behind"
