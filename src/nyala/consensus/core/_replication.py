@@ -16,7 +16,8 @@ Commit notices: a follower learns the commit index from the next AppendEntries, 
 load carries the next entries.  One that would carry only a new commit index is sent at the
 leader's next tick, not at once: a follower applies at most one tick late, and a busy leader
 sends half the messages (each entry cost two appends with the entry, two with only the commit
-index, and their four answers).
+index, and their four answers).  The notice is due per follower: one whose window is full at
+the tick gets it once it has room, and a heartbeat carrying the whole commit index is one.
 
 Heartbeats: every ``heartbeat_ticks``, on the driver's shared tick phase when ``tick()`` is
 given ``now_tick`` (so that the heartbeats of every group of a process leave together),

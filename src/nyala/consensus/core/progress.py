@@ -55,7 +55,7 @@ class Progress:
         self.recent_active = False  # any answer since the last check-quorum round
         self.stall_ticks = 0  # ticks with batches in flight and no acknowledgement
         self.read_seq = 0  # highest heartbeat round this peer answered
-        self.sent_commit = 0  # commit index last sent in an AppendEntries
+        self.sent_commit = 0  # commit index last sent in an AppendEntries (or a heartbeat)
         self.notice_due = False  # a tick passed since: a commit index it lacks may go alone
         self.copy_notice_ticks = 0  # ticks until NEEDS_COPY is reported to the driver again
 
