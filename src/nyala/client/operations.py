@@ -166,8 +166,7 @@ def _from_arrow(schema: Schema, table: pa.Table) -> pa.Table:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise InvalidArgument(f"column {name!r}: cannot convert {column.type} to {target}: {exc}") from None
         columns.append(column)
-    fields = [pa.field(n, schema.column(n).arrow_type) for n in table.column_names]
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+    return pa.Table.from_arrays(columns, schema=schema.arrow_schema_of(tuple(table.column_names)))
 
 
 def _from_dicts(schema: Schema, rows: Sequence[Mapping[str, Any]], first: int) -> pa.Table:
