@@ -14,8 +14,12 @@ While a Write to a tablet is in flight, groups of batches for that tablet smalle
 Nagle's algorithm does for small segments.  Under load a Write RPC, and the Raft entry behind
 it, costs far more than a row (about 5 ms of server CPU against a few microseconds a row):
 64 single-row writers over 6 tablets sent 5 callers' rows a Write instead of 2.5 this way
-(docs/benchmarks.md).  A lone writer never waits, since nothing is in flight when it writes,
-and larger groups go at once, so batched writers keep several Writes to a tablet in flight.
+(docs/benchmarks.md).  When a Write is answered, the batches its callers hand over in
+response (a writer that waits for each row writes the next at once) join the held ones
+before they go; otherwise they would be held behind that next Write, which would carry
+fewer rows (the 64 writers: 6.0 callers a Write instead of about 5.3).  A lone writer never
+waits, since nothing is in flight when it writes, and larger groups go at once, so batched
+writers keep several Writes to a tablet in flight.
 A held batch whose deadline passes is answered with TimedOut row errors, unsent.
 
 A joined Write is one request with one request id, retried as a whole; it stops at the
@@ -175,6 +179,10 @@ class WriteJoiner:
         if not self._in_flight[key]:
             del self._in_flight[key]
         if self._closed is None:
+            # The callers of the answered Write ran before this callback (their wake-ups were
+            # queued first) and may have handed over new batches: let them join the held ones.
+            if self._pending:
+                self._flush()
             self._pump(key)
 
     def _next_group(self, waiting: list[_Pending]) -> tuple[list[_Pending], int, list[_Pending]]:

@@ -157,6 +157,29 @@ def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_to
     assert gate.sent == [(b"\x00", [1]), (b"\x01", [4]), (b"\x00", [2, 3])]
 
 
+def test_callers_answered_by_a_write_that_write_again_go_with_the_held_batches() -> None:
+    # Closed-loop writers (each waits for its row, then writes the next) would otherwise split
+    # into two cohorts per tablet that take turns, each with half the rows a Write could carry.
+    gate = Gate()
+    joiner = WriteJoiner(gate, 1 << 20)
+
+    async def writer(deadline: Deadline) -> list[RowError]:
+        errors = await joiner.write(TABLE, P0, batch(1), deadline)
+        return errors + await joiner.write(TABLE, P0, batch(5), deadline)
+
+    async def scenario() -> list[list[RowError]]:
+        deadline = Deadline(10, "test")
+        looping = asyncio.ensure_future(writer(deadline))
+        await until(lambda: len(gate.sent) == 1)
+        held = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
+        await until(lambda: bool(joiner._held))
+        gate.opened.set()
+        return list(await asyncio.gather(looping, held))
+
+    assert run(scenario()) == [[], []]
+    assert gate.sent == [(b"\x00", [1]), (b"\x00", [2, 5])]
+
+
 def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
     gate = Gate()
     joiner = WriteJoiner(gate, 1 << 20)
