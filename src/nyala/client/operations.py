@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nyala.common.errors import InvalidArgument, NyalaError
-from nyala.schema import OP_COLUMN, OpType, RowOperationOptions, Schema
+from nyala.schema import IPC_WRITE_OPTIONS, OP_COLUMN, OpType, RowOperationOptions, Schema
 from nyala.schema.types import DataType
 
 __all__ = ["OpBatch", "Operation", "RowError", "Rows", "UnhandledRowErrors", "encode_batch", "to_op_batches"]
@@ -229,7 +229,7 @@ def encode_batch(schema: Schema, batch: OpBatch) -> memoryview:
         # chunk, each decoded, checked and applied on its own on every replica.
         table = table.combine_chunks()
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=IPC_WRITE_OPTIONS) as writer:
         writer.write_table(table)
     return memoryview(sink.getvalue())
 

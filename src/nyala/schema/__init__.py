@@ -28,6 +28,7 @@ from .keys import decode_key, encode_key, murmur2_64
 from .partition import HashDimension, Partition, Partitioner, PartitionSchema, RangeBounds
 from .predicate import KeyRange, Op, Predicate
 from .rowops import (
+    IPC_WRITE_OPTIONS,
     ISSET_COLUMN,
     OP_COLUMN,
     OpType,
@@ -41,6 +42,7 @@ from .schema import ColumnSchema, Schema
 from .types import ColumnType, DataType
 
 __all__ = [
+    "IPC_WRITE_OPTIONS",
     "ISSET_COLUMN",
     "OP_COLUMN",
     "ColumnSchema",

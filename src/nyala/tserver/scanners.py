@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from nyala.common.errors import InvalidArgument, NotFound
 from nyala.rpc.framing import Buffer, SplitSidecar
-from nyala.schema import Schema, encode_key
+from nyala.schema import IPC_WRITE_OPTIONS, Schema, encode_key
 from nyala.storage import Scanner
 
 __all__ = ["ScanChunk", "ScanSession", "ScannerRegistry"]
@@ -76,7 +76,7 @@ class _PieceSink:
 def _ipc_stream(batches: list[pa.RecordBatch]) -> SplitSidecar:
     """``batches`` as one Arrow IPC stream, in pieces that share the batches' memory."""
     sink = _PieceSink()
-    with pa.ipc.new_stream(sink, batches[0].schema) as writer:
+    with pa.ipc.new_stream(sink, batches[0].schema, options=IPC_WRITE_OPTIONS) as writer:
         for batch in batches:
             writer.write_batch(batch)
     return SplitSidecar(sink.pieces)
