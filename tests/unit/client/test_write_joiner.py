@@ -180,6 +180,23 @@ def test_callers_answered_by_a_write_that_write_again_go_with_the_held_batches()
     assert gate.sent == [(b"\x00", [1]), (b"\x00", [2, 5])]
 
 
+def test_an_answer_in_the_middle_of_a_turn_does_not_split_that_turns_batches() -> None:
+    recorder = Recorder()
+    joiner = WriteJoiner(recorder, 1 << 20)
+
+    async def scenario() -> list[list[RowError]]:
+        deadline = Deadline(10, "test")
+        other_key = (TABLE.id, TABLE.schema_version, P1.partition_key_start)
+        joiner._in_flight[other_key] = 1  # a Write to another tablet, answered between the two
+        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        asyncio.get_running_loop().call_soon(joiner._answered, other_key)
+        second = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
+        return list(await asyncio.gather(first, second))
+
+    assert run(scenario()) == [[], []]
+    assert recorder.sent == [(b"\x00", [1, 2])]
+
+
 def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
     gate = Gate()
     joiner = WriteJoiner(gate, 1 << 20)
