@@ -35,8 +35,6 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-import pyarrow as pa
-
 from nyala.common.errors import NyalaError
 from nyala.schema import Partition
 
@@ -204,10 +202,9 @@ class WriteJoiner:
             return [], 0, []
         first = live[0]
         group, size, rest = [first], first.batch.nbytes, []
-        schema = first.batch.data.schema
         for p in live[1:]:
             more = p.batch.nbytes
-            if size + more <= self._max_bytes and schema.equals(p.batch.data.schema):
+            if size + more <= self._max_bytes and first.batch.same_columns(p.batch):
                 group.append(p)
                 size += more
             else:
@@ -217,12 +214,7 @@ class WriteJoiner:
     async def _send(self, group: list[_Pending]) -> None:
         first = group[0]
         try:
-            if len(group) == 1:
-                batch = first.batch
-            else:
-                batch = OpBatch(
-                    pa.concat_arrays([p.batch.ops for p in group]), pa.concat_tables([p.batch.data for p in group])
-                )
+            batch = OpBatch.joined([p.batch for p in group])
             deadline = min((p.deadline for p in group), key=lambda d: d.at)
             outcome = await self._run_write(first.table, first.partition, batch, deadline)
         except asyncio.CancelledError:

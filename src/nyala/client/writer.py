@@ -104,6 +104,9 @@ _SMALL_BATCH_ROWS = 32
 
 def _partition_indices(table: TableInfo, batch: OpBatch) -> npt.NDArray[np.int64] | list[int]:
     partitioner = table.partitioner
+    if batch.rows is not None and batch.num_rows <= _SMALL_BATCH_ROWS:
+        # Dict rows (checked to hold canonical values): no Arrow form needed to map them.
+        return [partitioner.index_of(partitioner.partition_key(row)) for row in batch.rows]
     if batch.num_rows > _SMALL_BATCH_ROWS:
         return partitioner.partition_indices(batch.data)
     # Column by column: a table's select().to_pylist() cost more than the partitioning itself.
@@ -117,14 +120,14 @@ def _take(batch: OpBatch, mask: pa.Array) -> OpBatch:
 
 
 def _merge(batches: list[OpBatch]) -> list[OpBatch]:
-    merged: list[OpBatch] = []
+    """Runs of consecutive batches with the same columns, each as one batch."""
+    runs: list[list[OpBatch]] = []
     for batch in batches:
-        if merged and merged[-1].data.schema.equals(batch.data.schema):
-            last = merged[-1]
-            merged[-1] = OpBatch(pa.concat_arrays([last.ops, batch.ops]), pa.concat_tables([last.data, batch.data]))
+        if runs and runs[-1][-1].same_columns(batch):
+            runs[-1].append(batch)
         else:
-            merged.append(batch)
-    return merged
+            runs.append([batch])
+    return [OpBatch.joined(run) for run in runs]
 
 
 def _chunks(batch: OpBatch, max_bytes: int) -> list[OpBatch]:

@@ -11,7 +11,7 @@ import pytest
 from nyala.client import Client, FlushMode, Partitioning, Table, UnhandledRowErrors, connect, schema
 from nyala.client._retry import Backoff, Deadline
 from nyala.client.meta_cache import TableInfo
-from nyala.client.operations import to_op_batches
+from nyala.client.operations import OpBatch, to_op_batches
 from nyala.client.writer import split_by_partition
 from nyala.common.errors import (
     AlreadyPresent,
@@ -107,6 +107,8 @@ def test_bad_rows_raise_at_the_call_and_write_nothing(
     table = client.create_table("t", kv_schema(), hashed(2))
     with pytest.raises(InvalidArgument, match=message):
         table.insert([{"id": 100, "name": "ok"}, bad])
+    with pytest.raises(InvalidArgument, match=message):
+        table.insert(bad)  # one dict: the path that keeps plain rows as Python values
     assert cluster.all_rows("t") == {}
 
 
@@ -348,6 +350,22 @@ def test_small_and_large_batches_map_rows_to_the_same_partitions(rows_in_batch: 
     )
 
 
+def test_single_dict_rows_map_to_the_partitions_arrow_rows_do() -> None:
+    table_schema = schema([("h", "int64"), ("r", "string"), ("v", "double")], primary_key=["h", "r"])
+    partitioning = Partitioning().add_hash_partitions("h", 3).set_range_partition_columns("r")
+    partitioner = partitioning.add_range_partition(None, "m").add_range_partition("m", "t").build(table_schema)
+    info = TableInfo("t", "t", table_schema, partitioner, 0, 3)
+    for i in range(60):
+        key = {"h": i * 7919 - 100_000, "r": "aemtz\u00e9"[i % 6] + str(i)}
+        [batch] = to_op_batches(table_schema, OpType.UPSERT, key)
+        assert batch.rows is not None  # kept as Python values
+        [arrow_batch] = to_op_batches(table_schema, OpType.UPSERT, pa.Table.from_pylist([key]))
+        work, uncovered = split_by_partition(info, [batch])
+        arrow_work, arrow_uncovered = split_by_partition(info, [arrow_batch])
+        assert [w.partition for w in work] == [w.partition for w in arrow_work]
+        assert len(uncovered) == len(arrow_uncovered)
+
+
 @pytest.mark.parametrize("count", [1, 5, 100])
 def test_rows_given_as_dicts_count_the_bytes_arrow_rows_do(count: int) -> None:
     # Dict rows take their size from their buffers' total, not Table.nbytes: the same within
@@ -358,3 +376,100 @@ def test_rows_given_as_dicts_count_the_bytes_arrow_rows_do(count: int) -> None:
     [from_arrow] = to_op_batches(table_schema, OpType.INSERT, pa.Table.from_pylist(dicts))
     assert from_dicts.data.equals(from_arrow.data)
     assert from_arrow.nbytes <= from_dicts.nbytes <= from_arrow.nbytes + 16
+
+
+WIDE = schema(
+    [
+        ("id", "int64"),
+        ("b", "bool"),
+        ("i8", "int8"),
+        ("i16", "int16"),
+        ("i32", "int32"),
+        ("f", "float"),
+        ("d", "double"),
+        ("s", "string"),
+        ("bin", "binary"),
+        ("must", "string", False),
+    ],
+    primary_key="id",
+)
+PLAIN_ROW = {"id": -(2**63), "b": True, "i8": -128, "i16": 32767, "i32": -(2**31), "f": 0.5, "d": 1e300,
+             "s": "h\u00e9llo \U0001f600", "bin": b"\x00\xff", "must": "x"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        PLAIN_ROW,
+        {"must": "m", "id": 7},  # columns in any order, some left out
+        {"id": 1, "b": None, "i8": None, "f": None, "s": None, "bin": None, "must": ""},
+        {"id": 2**63 - 1, "i8": 127, "must": "y" * (64 * 1024)},  # limits, inclusive
+    ],
+)
+def test_a_plain_dict_row_waits_as_python_values_and_converts_as_arrow_would(row: dict[str, object]) -> None:
+    [batch] = to_op_batches(WIDE, OpType.INSERT, row)
+    [reference] = to_op_batches(WIDE, OpType.INSERT, pa.Table.from_pylist([row], WIDE.arrow_schema_of(tuple(row))))
+    assert batch.rows == [row]
+    assert batch.data.equals(reference.data)
+    assert batch.ops.equals(reference.ops)
+    assert reference.nbytes - 8 <= batch.nbytes <= reference.nbytes + 16
+    assert batch.errors_at([(0, NotFound("gone"))])[0].row == reference.errors_at([(0, NotFound("gone"))])[0].row
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"d": 1},  # an int for a double: Arrow makes it 1.0
+        {"i32": 1.0},  # a float for an int: Arrow refuses it
+        {"i8": True},  # a bool for an int
+        {"i16": 2**15},  # out of range
+        {"i8": -129},
+        {"s": b"bytes"},
+        {"bin": "text"},
+        {"s": "\ud800"},  # a lone surrogate has no UTF-8 form
+        {"s": "z" * (64 * 1024 + 1)},  # over the cell limit
+        {"must": None},
+        {"id": None},
+    ],
+)
+def test_a_dict_row_that_arrow_would_change_or_refuse_takes_the_full_path(change: dict[str, object]) -> None:
+    row = {**PLAIN_ROW, **change}
+    try:
+        full = to_op_batches(WIDE, OpType.INSERT, [row])  # a list of dicts: always converted at once
+    except InvalidArgument as exc:
+        refusal = str(exc)
+    else:
+        refusal = ""
+    if refusal:
+        with pytest.raises(InvalidArgument) as raised:
+            to_op_batches(WIDE, OpType.INSERT, row)
+        assert str(raised.value) == refusal
+        return
+    [batch] = to_op_batches(WIDE, OpType.INSERT, row)
+    assert batch.rows is None  # converted at once, as before
+    assert batch.data.equals(full[0].data)
+
+
+def test_a_dict_changed_after_it_was_applied_is_written_as_it_was(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(2))
+    row = {"id": 1, "name": "first", "v": 1.0}
+    with table.new_session(FlushMode.MANUAL_FLUSH) as session:
+        session.insert(row)
+        row["name"] = "changed"
+        assert session.flush() == []
+    assert [r["name"] for r in cluster.all_rows("t").values()] == ["first"]
+
+
+def test_plain_dict_rows_joined_convert_once_in_order() -> None:
+    table_schema = kv_schema()
+    ops = [OpType.INSERT, OpType.UPSERT, OpType.UPDATE]
+    lazy = [to_op_batches(table_schema, op, {"id": i, "name": f"n{i}"})[0] for i, op in enumerate(ops)]
+    converted = to_op_batches(table_schema, OpType.UPSERT, pa.table({"id": [9], "name": ["n9"]}))[0]
+    all_lazy = OpBatch.joined(lazy)
+    assert all_lazy.rows is not None
+    assert len(all_lazy.rows) == 3
+    mixed = OpBatch.joined([*lazy, converted])
+    assert mixed.rows is None
+    assert mixed.data.to_pylist() == [*(r for b in lazy for r in b.data.to_pylist()), {"id": 9, "name": "n9"}]
+    assert mixed.ops.to_pylist() == [*(c for b in lazy for c in b.ops.to_pylist()), int(OpType.UPSERT)]
+    assert all_lazy.data.equals(pa.concat_tables([b.data for b in lazy]).combine_chunks())
