@@ -126,11 +126,6 @@ class OpBatch:
         return self._rows
 
     @property
-    def codes(self) -> list[int] | None:
-        """The op codes as Python ints, for a batch made by :meth:`of_rows`; else None."""
-        return self._codes
-
-    @property
     def num_rows(self) -> int:
         return len(self._rows) if self._rows is not None else len(self.ops)
 
@@ -174,12 +169,14 @@ class OpBatch:
         """``batches`` (all with the same columns) as one batch, rows in order."""
         if len(batches) == 1:
             return batches[0]
-        first = batches[0]
-        if all(b._rows is not None and b._codes is not None for b in batches):
-            rows = [row for b in batches for row in b._rows]  # type: ignore[union-attr]
-            codes = [code for b in batches for code in b._codes]  # type: ignore[union-attr]
-            return OpBatch.of_rows(codes, rows, first._arrow_schema, sum(b.nbytes for b in batches))
-        return OpBatch(pa.concat_arrays([b.ops for b in batches]), pa.concat_tables([b.data for b in batches]))
+        rows: list[dict[str, Any]] = []
+        codes: list[int] = []
+        for b in batches:
+            if b._rows is None or b._codes is None:
+                return OpBatch(pa.concat_arrays([b.ops for b in batches]), pa.concat_tables([b.data for b in batches]))
+            rows += b._rows
+            codes += b._codes
+        return OpBatch.of_rows(codes, rows, batches[0]._arrow_schema, sum(b.nbytes for b in batches))
 
 
 def to_op_batches(schema: Schema, op: OpType, rows: Rows) -> list[OpBatch]:
