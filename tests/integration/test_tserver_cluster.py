@@ -220,6 +220,20 @@ def test_a_follower_refuses_writes_naming_the_leader(cluster: Cluster, main_tabl
     assert caught.value.leader_hint == cluster.servers.uuids[leader]
 
 
+def test_a_leader_only_scan_is_refused_by_a_follower_and_served_by_the_leader(
+    cluster: Cluster, main_tablet: str
+) -> None:
+    d = cluster.driver
+    assert row_errors(d.write(main_tablet, insert_ops([8000, 8001]))) == []
+    leader, follower = follower_of(cluster, main_tablet)
+    leader_only = tpb.NewScanRequestPB(tablet_id=main_tablet, leader_only=True, **id_range(8000, 8002))
+    with pytest.raises(errors.NotTheLeader) as caught:
+        d.scan(follower, leader_only)
+    assert caught.value.leader_hint == cluster.servers.uuids[leader]
+    table, _ = d.scan(leader, leader_only)
+    assert sorted(table.column("id").to_pylist()) == [8000, 8001]
+
+
 def test_a_retried_write_is_applied_once_even_after_a_leader_change(cluster: Cluster, main_tablet: str) -> None:
     d = cluster.driver
     rows = insert_ops([7000, 7001])

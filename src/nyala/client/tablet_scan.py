@@ -43,7 +43,7 @@ from nyala.services import SCAN
 from ._context import ClientContext
 from ._retry import Backoff, Deadline
 from .meta_cache import TableInfo, TabletLocation
-from .replicas import ReadMode, order_replicas
+from .replicas import ReadMode, ReplicaSelection, order_replicas
 from .scan_spec import ScanSpec
 
 __all__ = ["TabletScan"]
@@ -121,6 +121,7 @@ class TabletScan:
             order_by_primary_key=self.spec.ordered,
             last_primary_key=self.last_key if self.spec.ordered else b"",
             schema_version=self.table.schema_version,
+            leader_only=self.spec.replica_selection is ReplicaSelection.LEADER_ONLY,
         )
         request = tpb.ScanRequestPB(
             new_scan_request=new_scan, call_seq_id=0, batch_size_bytes=self.spec.batch_size_bytes

@@ -144,7 +144,7 @@ class WriteResponsePB(_message.Message):
     def __init__(self, per_row_errors: _Optional[_Iterable[_Union[RowErrorPB, _Mapping]]] = ..., op_index: _Optional[int] = ...) -> None: ...
 
 class NewScanRequestPB(_message.Message):
-    __slots__ = ("tablet_id", "projected_columns", "predicates", "lower_bound_primary_key", "exclusive_upper_bound_primary_key", "limit", "read_mode", "min_applied_index", "order_by_primary_key", "last_primary_key", "schema_version")
+    __slots__ = ("tablet_id", "projected_columns", "predicates", "lower_bound_primary_key", "exclusive_upper_bound_primary_key", "limit", "read_mode", "min_applied_index", "order_by_primary_key", "last_primary_key", "schema_version", "leader_only")
     TABLET_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECTED_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class NewScanRequestPB(_message.Message):
     ORDER_BY_PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
     LAST_PRIMARY_KEY_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ONLY_FIELD_NUMBER: _ClassVar[int]
     tablet_id: str
     projected_columns: _containers.RepeatedScalarFieldContainer[str]
     predicates: bytes
@@ -167,7 +168,8 @@ class NewScanRequestPB(_message.Message):
     order_by_primary_key: bool
     last_primary_key: bytes
     schema_version: int
-    def __init__(self, tablet_id: _Optional[str] = ..., projected_columns: _Optional[_Iterable[str]] = ..., predicates: _Optional[bytes] = ..., lower_bound_primary_key: _Optional[bytes] = ..., exclusive_upper_bound_primary_key: _Optional[bytes] = ..., limit: _Optional[int] = ..., read_mode: _Optional[_Union[ReadModePB, str]] = ..., min_applied_index: _Optional[int] = ..., order_by_primary_key: _Optional[bool] = ..., last_primary_key: _Optional[bytes] = ..., schema_version: _Optional[int] = ...) -> None: ...
+    leader_only: bool
+    def __init__(self, tablet_id: _Optional[str] = ..., projected_columns: _Optional[_Iterable[str]] = ..., predicates: _Optional[bytes] = ..., lower_bound_primary_key: _Optional[bytes] = ..., exclusive_upper_bound_primary_key: _Optional[bytes] = ..., limit: _Optional[int] = ..., read_mode: _Optional[_Union[ReadModePB, str]] = ..., min_applied_index: _Optional[int] = ..., order_by_primary_key: _Optional[bool] = ..., last_primary_key: _Optional[bytes] = ..., schema_version: _Optional[int] = ..., leader_only: _Optional[bool] = ...) -> None: ...
 
 class ScanRequestPB(_message.Message):
     __slots__ = ("new_scan_request", "scanner_id", "call_seq_id", "batch_size_bytes", "close_scanner")

@@ -3,14 +3,17 @@
 Writes go to the tablet's leader (:meth:`TabletReplica.write`).  Scans are served by any
 RUNNING replica from its own applied state: READ_LATEST reads what is applied now;
 READ_YOUR_WRITES first waits, within the call's deadline, until the replica has applied
-``min_applied_index`` (a write's ``op_index``).  Reading from the store blocks, so opening a
+``min_applied_index`` (a write's ``op_index``).  A LEADER_ONLY scan (``leader_only``) is
+refused with NOT_THE_LEADER by any other replica, and a new leader first applies everything
+committed before its term (:meth:`TabletReplica.caught_up_leader`): after a restart of every
+process, the leader's store lacks the rows only its WAL holds until then.  Reading from the store blocks, so opening a
 scan and reading its batches run in worker threads, never on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from nyala.common.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
@@ -106,6 +109,8 @@ class TabletService:
     async def _open(self, new: tpb.NewScanRequestPB, ctx: CallContext) -> ScanSession:
         tablet = self._tablets.get(new.tablet_id)
         store, raft = tablet.require_running()
+        if new.leader_only:
+            await self._within_call(tablet.caught_up_leader(), ctx, f"tablet {tablet.tablet_id}'s leader to catch up")
         meta = tablet.meta
         if new.schema_version > meta.schema_version:
             raise ServiceUnavailable(
@@ -121,14 +126,17 @@ class TabletService:
 
     async def _wait_applied(self, tablet: TabletReplica, index: int, ctx: CallContext) -> None:
         _, raft = tablet.require_running()
+        what = f"replica of tablet {tablet.tablet_id} to apply index {index} (it has applied {raft.applied_index})"
+        await self._within_call(raft.wait_applied(index), ctx, what)
+
+    @staticmethod
+    async def _within_call(wait: Awaitable[object], ctx: CallContext, what: str) -> None:
+        """Await ``wait`` within the call's deadline (with a margin to answer); TimedOut after."""
         remaining = ctx.remaining()
         try:
-            await asyncio.wait_for(raft.wait_applied(index), None if remaining is None else remaining * 0.95)
+            await asyncio.wait_for(wait, None if remaining is None else remaining * 0.95)
         except TimeoutError:
-            raise TimedOut(
-                f"replica of tablet {tablet.tablet_id} has applied up to index {raft.applied_index}, "
-                f"the scan waits for {index}"
-            ) from None
+            raise TimedOut(f"the scan waited for the {what} until its deadline") from None
 
     async def _next_batch(self, session: ScanSession, batch_size_bytes: int, ctx: CallContext) -> tpb.ScanResponsePB:
         budget = min(batch_size_bytes or self._options.scanner_default_batch_size_bytes,

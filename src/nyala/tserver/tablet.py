@@ -128,6 +128,21 @@ class TabletReplica:
             raise IllegalState(f"tablet {self.tablet_id} has FAILED: {self.failure}")
         raise ServiceUnavailable(f"tablet {self.tablet_id} is {self.state_name}, not yet RUNNING")
 
+    async def caught_up_leader(self) -> RaftReplica:
+        """This replica's Raft, once, as leader, it has applied every entry earlier leaders committed.
+
+        A new leader learns how far the log is committed only when an entry of its own term
+        commits; until then its store can lack rows whose writes were acknowledged (after every
+        process restarted, for one: nothing saved the commit index).  Leader reads and the
+        answers of retried writes wait for that, once per term.  NotTheLeader when not leading.
+        """
+        raft = self.require_leader()
+        if self._caught_up_term != raft.term:
+            term = raft.term
+            await raft.wait_applied(await raft.read_index())
+            self._caught_up_term = term
+        return raft
+
     def require_leader(self) -> RaftReplica:
         _, raft = self.require_running()
         if raft.role is not Role.LEADER:
@@ -163,11 +178,7 @@ class TabletReplica:
 
     async def _recorded_answer(self, raft: RaftReplica, request_id: RequestId) -> tpb.WriteResponsePB | None:
         """The answer of an earlier attempt of this write, waiting for one still replicating."""
-        if self._caught_up_term != raft.term:
-            # Apply everything earlier leaders committed first, so their answers are recorded.
-            term = raft.term
-            await raft.wait_applied(await raft.read_index())
-            self._caught_up_term = term
+        await self.caught_up_leader()  # so that earlier leaders' answers are recorded
         answer = self.tracker.lookup(request_id)
         if answer is not None:
             return answer

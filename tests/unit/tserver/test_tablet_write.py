@@ -45,10 +45,12 @@ class StandInRaft:
         self.payloads: list[bytes] = []
         self.index = 0
         self.term = 1
+        self.read_indexes = 0  # read barriers taken (a new leader's catch-up)
         #: When set, replication waits for it (a write still in flight).
         self.delay: asyncio.Event | None = None
 
     async def read_index(self) -> int:
+        self.read_indexes += 1
         return self.index
 
     async def wait_applied(self, index: int) -> None:
@@ -320,3 +322,21 @@ def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
 
     assert run(scenario()) == [1, 2, 4]
     assert len(raft.payloads) == 3
+
+
+def test_a_leader_catches_up_once_a_term_and_a_follower_is_refused(tablet: tuple[TabletReplica, StandInRaft]) -> None:
+    replica, raft = tablet
+
+    async def twice() -> None:
+        await replica.caught_up_leader()
+        await replica.caught_up_leader()
+
+    run(twice())
+    assert raft.read_indexes == 1
+    raft.term = 2  # a new term: the leader takes the read barrier again
+    run(twice())
+    assert raft.read_indexes == 2
+    raft.role, raft.leader_id = Role.FOLLOWER, "other"
+    with pytest.raises(NotTheLeader) as caught:
+        run(replica.caught_up_leader())
+    assert caught.value.leader_hint == "other"
