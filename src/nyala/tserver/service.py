@@ -6,8 +6,9 @@ READ_YOUR_WRITES first waits, within the call's deadline, until the replica has 
 ``min_applied_index`` (a write's ``op_index``).  A LEADER_ONLY scan (``leader_only``) is
 refused with NOT_THE_LEADER by any other replica, and a new leader first applies everything
 committed before its term (:meth:`TabletReplica.caught_up_leader`): after a restart of every
-process, the leader's store lacks the rows only its WAL holds until then.  Reading from the store blocks, so opening a
-scan and reading its batches run in worker threads, never on the event loop.
+process, the leader's store lacks the rows only its WAL holds until then.  Reading from the
+store blocks, so opening a scan and reading its batches run in worker threads, never on the
+event loop.
 """
 
 from __future__ import annotations

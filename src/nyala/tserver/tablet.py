@@ -169,14 +169,14 @@ class TabletReplica:
             self._joiner = WriteJoiner(self._replicate_entry, max_bytes)
         if request_id is None:
             return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
-        answer = await self._recorded_answer(raft, request_id)
+        answer = await self._recorded_answer(request_id)
         if answer is not None:
             self.duplicate_writes += 1
             return answer
         write = self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
         return await asyncio.shield(self.tracker.start(request_id, write))
 
-    async def _recorded_answer(self, raft: RaftReplica, request_id: RequestId) -> tpb.WriteResponsePB | None:
+    async def _recorded_answer(self, request_id: RequestId) -> tpb.WriteResponsePB | None:
         """The answer of an earlier attempt of this write, waiting for one still replicating."""
         await self.caught_up_leader()  # so that earlier leaders' answers are recorded
         answer = self.tracker.lookup(request_id)
