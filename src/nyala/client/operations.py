@@ -75,8 +75,8 @@ class OpBatch:
     its Arrow form is needed: the client's write joiner and a session's flush put many such
     batches together first, and converting them all at once costs little more than one row
     (``Table.from_pylist`` has about 10 us of fixed cost a call).  Only rows whose every value
-    already has the Python type Arrow would give back are kept so (see
-    :func:`to_op_batches`), so the conversion cannot fail and changes no value.
+    already has the Python type Arrow would give back are kept so (see :func:`_plain_row`),
+    so the conversion cannot fail and gives what converting the row at once would.
     """
 
     __slots__ = ("_arrow_schema", "_codes", "_data", "_nbytes", "_ops", "_rows")
@@ -222,19 +222,21 @@ def _op_array(codes: list[int]) -> pa.Array:
 _ONE_OP_CODE: dict[int, pa.Array] = {}
 
 # The Python type Arrow gives back for each type's values (``to_pylist``); a dict row whose
-# values all have these types (or are None where allowed) converts without surprises.
+# values all have these types (or are None where allowed) converts without surprises.  Not
+# FLOAT: a Python float rounds to 32 bits there, and a row error would show the unrounded one.
 _PLAIN_TYPES: dict[DataType, type] = {
     DataType.BOOL: bool,
     DataType.INT8: int,
     DataType.INT16: int,
     DataType.INT32: int,
     DataType.INT64: int,
-    DataType.FLOAT: float,
     DataType.DOUBLE: float,
     DataType.STRING: str,
     DataType.BINARY: bytes,
 }
-_FIXED_WIDTHS = {DataType.BOOL: 1, DataType.FLOAT: 4, DataType.DOUBLE: 8} | {t: b // 8 for t, b in INT_BITS.items()}
+_FIXED_WIDTHS = {DataType.BOOL: 1, DataType.DOUBLE: 8} | {t: b // 8 for t, b in INT_BITS.items()}
+# A null takes at most this much in any column type (a decimal's 16 bytes), besides its bit.
+_WIDEST_CELL = 16
 _MAX_CELL_BYTES = RowOperationOptions().max_cell_size_bytes
 
 
@@ -256,14 +258,19 @@ def _plain_row(schema: Schema, op: OpType, row: Mapping[str, Any]) -> OpBatch | 
         for column in schema.columns:
             if column.name not in values and not column.nullable and column.default is None:
                 return None
+    # The size never comes out below Arrow's once rows are joined (limits are checked on it):
+    # a nullable column counts a byte a row for its validity bitmap, which Arrow builds for
+    # the whole column as soon as one joined row is null, and a null counts the widest cell.
     nbytes = 1  # the op code
     for name, value in values.items():
         column = schema.column(name)
         kind = column.type.type
+        if column.nullable:
+            nbytes += 1
         if value is None:
             if not column.nullable:
                 return None
-            nbytes += 1 + _FIXED_WIDTHS.get(kind, 8)  # a validity bitmap, the empty cell or offsets
+            nbytes += _WIDEST_CELL
             continue
         if type(value) is not _PLAIN_TYPES.get(kind):
             return None

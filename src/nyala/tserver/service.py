@@ -111,7 +111,9 @@ class TabletService:
         tablet = self._tablets.get(new.tablet_id)
         store, raft = tablet.require_running()
         if new.leader_only:
-            await self._within_call(tablet.caught_up_leader(), ctx, f"tablet {tablet.tablet_id}'s leader to catch up")
+            await self._within_call(
+                tablet.caught_up_leader(), ctx, lambda: f"leader of tablet {tablet.tablet_id} to catch up"
+            )
         meta = tablet.meta
         if new.schema_version > meta.schema_version:
             raise ServiceUnavailable(
@@ -127,17 +129,20 @@ class TabletService:
 
     async def _wait_applied(self, tablet: TabletReplica, index: int, ctx: CallContext) -> None:
         _, raft = tablet.require_running()
-        what = f"replica of tablet {tablet.tablet_id} to apply index {index} (it has applied {raft.applied_index})"
+
+        def what() -> str:
+            return f"replica of tablet {tablet.tablet_id} to apply index {index} (it has applied {raft.applied_index})"
+
         await self._within_call(raft.wait_applied(index), ctx, what)
 
     @staticmethod
-    async def _within_call(wait: Awaitable[object], ctx: CallContext, what: str) -> None:
+    async def _within_call(wait: Awaitable[object], ctx: CallContext, what: Callable[[], str]) -> None:
         """Await ``wait`` within the call's deadline (with a margin to answer); TimedOut after."""
         remaining = ctx.remaining()
         try:
             await asyncio.wait_for(wait, None if remaining is None else remaining * 0.95)
         except TimeoutError:
-            raise TimedOut(f"the scan waited for the {what} until its deadline") from None
+            raise TimedOut(f"the scan waited for the {what()} until its deadline") from None
 
     async def _next_batch(self, session: ScanSession, batch_size_bytes: int, ctx: CallContext) -> tpb.ScanResponsePB:
         budget = min(batch_size_bytes or self._options.scanner_default_batch_size_bytes,
