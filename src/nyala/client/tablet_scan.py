@@ -22,6 +22,7 @@ When a continuation fails (network error, timed-out attempt, expired scanner):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -191,6 +192,12 @@ class TabletScan:
         if self.server:
             self.failed.add(self.server)
         self.scanner_id = b""
+        hint = exc.leader_hint if isinstance(exc, NotTheLeader) else None
+        if hint and hint not in self.failed and hint in self.tablet.replica_uuids:
+            # A replica naming the leader is followed at once, as writes do; one already tried
+            # falls through to the pause, so replicas naming each other cannot make it spin.
+            self.tablet = dataclasses.replace(self.tablet, leader_uuid=hint)
+            return
         await backoff.wait(deadline, exc)
 
     def _consume(self, response: tpb.ScanResponsePB, sidecars: Sequence[memoryview]) -> tuple[pa.Table | None, int]:

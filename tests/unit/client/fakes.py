@@ -203,6 +203,8 @@ class FakeTServer:
 
     def _open(self, new: tpb.NewScanRequestPB) -> FakeScanner:
         tablet = self._tablet(new.tablet_id)
+        if new.leader_only and tablet.leader != self.uuid:
+            raise NotTheLeader("not the leader", leader_hint=tablet.leader)
         self.min_applied_seen.append(new.min_applied_index)
         table = self.cluster.table_of(tablet)
         schema = table.schema

@@ -18,7 +18,8 @@ from nyala.client import (
     connect,
     predicate,
 )
-from nyala.common.errors import InvalidArgument, NetworkError, NotFound, TimedOut
+from nyala.client._retry import Backoff, Deadline
+from nyala.common.errors import InvalidArgument, NetworkError, NotFound, NyalaError, TimedOut
 from nyala.schema import Predicate
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
@@ -159,6 +160,28 @@ def test_leader_only_reads_the_leader(cluster: FakeCluster, client: Client) -> N
     for _ in range(3):
         table.to_arrow()
     assert {u for u, ts in cluster.tservers.items() if ts.calls.get("Scan")} == {leader}
+
+
+def test_a_leader_only_scan_refused_by_an_old_leader_follows_its_hint_without_a_pause(
+    cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = client.create_table("t", kv_schema(), Partitioning(), num_replicas=3)
+    table.insert(rows(0, 3))
+    tablet = cluster.table("t").tablets[0]
+    old = tablet.leader
+    tablet.leader = next(u for u in tablet.replicas if u != old)  # elected; the client knows the old one
+    pauses: list[NyalaError | None] = []
+    wait = Backoff.wait
+
+    async def counted(self: Backoff, deadline: Deadline, error: NyalaError | None = None) -> None:
+        pauses.append(error)
+        await wait(self, deadline, error)
+
+    monkeypatch.setattr(Backoff, "wait", counted)
+    assert sorted(table.to_arrow().column("id").to_pylist()) == [0, 1, 2]
+    assert cluster.tservers[old].calls["Scan"] == 1  # refused, naming the new leader
+    assert cluster.tservers[tablet.leader].calls["Scan"] >= 1
+    assert pauses == []
 
 
 def test_read_your_writes_sends_the_last_write_index(cluster: FakeCluster, client: Client) -> None:
