@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from nyala.client import ClientOptions, Partitioning, schema
+from nyala.client._retry import Backoff, Deadline
+from nyala.common.errors import NyalaError
 from nyala.schema import Schema
 
 FAST = ClientOptions(
@@ -24,3 +28,16 @@ def hashed(buckets: int = 4) -> Partitioning:
 
 def rows(start: int, stop: int) -> list[dict[str, object]]:
     return [{"id": i, "name": f"n{i}", "v": i * 0.5} for i in range(start, stop)]
+
+
+def count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[NyalaError | None]:
+    """Record the error of every retry pause (``Backoff.wait``) the client takes."""
+    pauses: list[NyalaError | None] = []
+    wait = Backoff.wait
+
+    async def counted(self: Backoff, deadline: Deadline, error: NyalaError | None = None) -> None:
+        pauses.append(error)
+        await wait(self, deadline, error)
+
+    monkeypatch.setattr(Backoff, "wait", counted)
+    return pauses

@@ -18,11 +18,10 @@ from nyala.client import (
     connect,
     predicate,
 )
-from nyala.client._retry import Backoff, Deadline
-from nyala.common.errors import InvalidArgument, NetworkError, NotFound, NyalaError, TimedOut
+from nyala.common.errors import InvalidArgument, NetworkError, NotFound, TimedOut
 from nyala.schema import Predicate
 from tests.unit.client.fakes import FakeCluster
-from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
+from tests.unit.client.helpers import FAST, count_pauses, hashed, kv_schema, rows
 
 
 @pytest.fixture
@@ -170,14 +169,7 @@ def test_a_leader_only_scan_refused_by_an_old_leader_follows_its_hint_without_a_
     tablet = cluster.table("t").tablets[0]
     old = tablet.leader
     tablet.leader = next(u for u in tablet.replicas if u != old)  # elected; the client knows the old one
-    pauses: list[NyalaError | None] = []
-    wait = Backoff.wait
-
-    async def counted(self: Backoff, deadline: Deadline, error: NyalaError | None = None) -> None:
-        pauses.append(error)
-        await wait(self, deadline, error)
-
-    monkeypatch.setattr(Backoff, "wait", counted)
+    pauses = count_pauses(monkeypatch)
     assert sorted(table.to_arrow().column("id").to_pylist()) == [0, 1, 2]
     assert cluster.tservers[old].calls["Scan"] == 1  # refused, naming the new leader
     assert cluster.tservers[tablet.leader].calls["Scan"] >= 1

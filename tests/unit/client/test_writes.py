@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 from nyala.client import Client, FlushMode, Partitioning, Table, UnhandledRowErrors, connect, schema
-from nyala.client._retry import Backoff, Deadline
 from nyala.client.meta_cache import TableInfo
 from nyala.client.operations import OpBatch, to_op_batches
 from nyala.client.writer import split_by_partition
@@ -19,13 +18,12 @@ from nyala.common.errors import (
     InvalidArgument,
     NotFound,
     NotTheLeader,
-    NyalaError,
     ServiceUnavailable,
     TimedOut,
 )
 from nyala.schema import OpType
 from tests.unit.client.fakes import FakeCluster, FakeTablet
-from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
+from tests.unit.client.helpers import FAST, count_pauses, hashed, kv_schema, rows
 
 
 @pytest.fixture
@@ -141,24 +139,12 @@ def _one_tablet_known_to_the_client(cluster: FakeCluster, client: Client) -> tup
     return table, cluster.table("t").tablets[0]
 
 
-def _count_pauses(monkeypatch: pytest.MonkeyPatch) -> list[NyalaError | None]:
-    pauses: list[NyalaError | None] = []
-    wait = Backoff.wait
-
-    async def counted(self: Backoff, deadline: Deadline, error: NyalaError | None = None) -> None:
-        pauses.append(error)
-        await wait(self, deadline, error)
-
-    monkeypatch.setattr(Backoff, "wait", counted)
-    return pauses
-
-
 def test_a_replica_naming_the_leader_is_followed_without_a_pause(
     cluster: FakeCluster, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table, tablet = _one_tablet_known_to_the_client(cluster, client)
     tablet.leader = tablet.replicas[1]  # elected meanwhile; the client still knows replicas[0]
-    pauses = _count_pauses(monkeypatch)
+    pauses = count_pauses(monkeypatch)
     assert table.insert(rows(2, 4)) == []
     assert pauses == []
     assert cluster.tservers[tablet.replicas[1]].calls["Write"] == 1
@@ -173,7 +159,7 @@ def test_replicas_naming_each_other_are_followed_once_each_then_backed_off(
     # A stale view: each names the other twice before the first one takes the write.
     cluster.tservers[first].write_failures = [NotTheLeader("no", leader_hint=second) for _ in range(2)]
     cluster.tservers[second].write_failures = [NotTheLeader("no", leader_hint=first) for _ in range(2)]
-    pauses = _count_pauses(monkeypatch)
+    pauses = count_pauses(monkeypatch)
     assert table.insert(rows(2, 4)) == []
     assert len(pauses) == 2
     assert all(isinstance(p, NotTheLeader) for p in pauses)
