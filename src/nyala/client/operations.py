@@ -79,14 +79,14 @@ class OpBatch:
     so the conversion cannot fail and gives what converting the row at once would.
     """
 
-    __slots__ = ("_arrow_schema", "_codes", "_data", "_nbytes", "_ops", "_rows")
+    __slots__ = ("_arrow_schema", "_data", "_nbytes", "_ops", "_python")
 
     def __init__(self, ops: pa.Array, data: pa.Table, _nbytes: int = -1) -> None:
         self._ops: pa.Array | None = ops
         self._data: pa.Table | None = data
         self._nbytes = _nbytes
-        self._rows: list[dict[str, Any]] | None = None
-        self._codes: list[int] | None = None
+        #: For a batch made by :meth:`of_rows`: its op codes and rows as Python values.
+        self._python: tuple[list[int], list[dict[str, Any]]] | None = None
         self._arrow_schema: pa.Schema = data.schema
 
     @classmethod
@@ -94,7 +94,7 @@ class OpBatch:
         """Rows that set exactly ``arrow_schema``'s columns, converted when first needed."""
         batch = cls.__new__(cls)
         batch._ops, batch._data, batch._nbytes = None, None, nbytes
-        batch._rows, batch._codes, batch._arrow_schema = rows, codes, arrow_schema
+        batch._python, batch._arrow_schema = (codes, rows), arrow_schema
         return batch
 
     @property
@@ -123,11 +123,11 @@ class OpBatch:
     @property
     def rows(self) -> list[dict[str, Any]] | None:
         """The rows as Python values, for a batch made by :meth:`of_rows`; else None."""
-        return self._rows
+        return self._python[1] if self._python is not None else None
 
     @property
     def num_rows(self) -> int:
-        return len(self._rows) if self._rows is not None else len(self.ops)
+        return len(self._python[1]) if self._python is not None else len(self.ops)
 
     @property
     def nbytes(self) -> int:
@@ -138,10 +138,10 @@ class OpBatch:
         return self._nbytes
 
     def _convert(self) -> None:
-        assert self._rows is not None
-        assert self._codes is not None
-        self._ops = _op_array(self._codes)
-        self._data = pa.Table.from_pylist(self._rows, schema=self._arrow_schema)
+        assert self._python is not None
+        codes, rows = self._python
+        self._ops = _op_array(codes)
+        self._data = pa.Table.from_pylist(rows, schema=self._arrow_schema)
 
     def row_errors(self, error: NyalaError, *, tablet_id: str = "", ambiguous: bool = False) -> list[RowError]:
         """One RowError with ``error`` for every row."""
@@ -153,8 +153,8 @@ class OpBatch:
         """RowErrors for the rows at the given indexes."""
         if not failures:
             return []
-        if self._rows is not None and self._codes is not None:
-            rows, codes = self._rows, self._codes
+        if self._python is not None:
+            codes, rows = self._python
             return [RowError(OpType(codes[i]), dict(rows[i]), error, tablet_id, ambiguous) for i, error in failures]
         indices = pa.array([i for i, _ in failures], pa.int64())
         ops = self.ops.take(indices).to_pylist()
@@ -172,10 +172,10 @@ class OpBatch:
         rows: list[dict[str, Any]] = []
         codes: list[int] = []
         for b in batches:
-            if b._rows is None or b._codes is None:
+            if b._python is None:
                 return OpBatch(pa.concat_arrays([b.ops for b in batches]), pa.concat_tables([b.data for b in batches]))
-            rows += b._rows
-            codes += b._codes
+            codes += b._python[0]
+            rows += b._python[1]
         return OpBatch.of_rows(codes, rows, batches[0]._arrow_schema, sum(b.nbytes for b in batches))
 
 
