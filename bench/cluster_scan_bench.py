@@ -15,6 +15,10 @@ tablet servers (RF 3, fsync on, the servers' default timings).
    filesystem (before Nyala's timed scans, so that neither side holds its warm-up result while
    timed); a fresh connection then runs ``SELECT id, v`` to an Arrow table, ``--repeat``
    times, in this process (DuckDB's default threads: all cores).
+4. The floor: the same number of bytes as Nyala's result moved from a sender process over
+   loopback TCP in pieces of one scan call's size, over two connections (one per core), and
+   kept, with no storage, Arrow or RPC work (:mod:`bench._loopback`).  Any design that serves
+   scans from another process pays at least this much CPU.
 
 Before Nyala's scans the benchmark waits until the servers are idle (at most 30 s): the
 MemRowSet flushes and checkpoints the load leaves behind would otherwise compete with the
@@ -54,6 +58,7 @@ from bench._cluster import (
     settle,
     spread_leaders,
 )
+from bench._loopback import LoopbackTiming, measure_loopback
 from nyala.client import AsyncClient, AsyncTable, ClientOptions, FlushMode, Partitioning, schema
 from nyala.rpc.loop import run
 from nyala.testing.minicluster import MiniCluster
@@ -70,6 +75,7 @@ class Timing:
     seconds: list[float] = field(default_factory=list)
     client_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
+    result_bytes: int = 0  # the Arrow size of one scan's result
 
     @property
     def rate(self) -> float:
@@ -116,6 +122,7 @@ async def scan(table: AsyncTable, rows: int, repeat: int, pids: list[int], refer
     if first.num_rows != rows:
         raise RuntimeError(f"the scan returned {first.num_rows:,} rows, not {rows:,}")
     write_reference(first, reference)
+    timing.result_bytes = first.nbytes
     # Released before the clock starts, as DuckDB's warm-up result is: a result held meanwhile
     # made the first timed scan grow the client's memory by its size (2x slower, measured).
     del first
@@ -180,16 +187,26 @@ def measure_duckdb(path: Path, rows: int, repeat: int) -> Timing:
     return timing
 
 
-def report(nyala: NyalaResult, reference: Timing, args: argparse.Namespace) -> None:
-    batch_mib = args.scan_batch_mib or ClientOptions().scan_batch_size_bytes / 1024 / 1024
+def batch_bytes(args: argparse.Namespace) -> int:
+    return int(args.scan_batch_mib * 1024 * 1024) if args.scan_batch_mib else ClientOptions().scan_batch_size_bytes
+
+
+def report(nyala: NyalaResult, reference: Timing, floor: LoopbackTiming, args: argparse.Namespace) -> None:
+    batch_mib = batch_bytes(args) / 1024 / 1024
     parallelism = args.scan_parallelism or ClientOptions().scan_parallelism
     load_, scan_ = nyala.load, nyala.scan
+    moved = Timing(scan_.rows, floor.seconds)
     figures = [
         Figure("full scan of 2 columns to Arrow, M rows/s", scan_.rate / 1e6, reference.rate / 1e6, ">= 0.50", 2),
         Figure("  median seconds per scan", median(scan_.seconds), median(reference.seconds), "", 2),
         Figure("  client CPU per row, ns", scan_.cpu_us_per_row(scan_.client_cpu_s) * 1e3,
                reference.cpu_us_per_row(reference.client_cpu_s) * 1e3, "", 0),
         Figure("  server CPU per row, ns (all Nyala processes)", scan_.cpu_us_per_row(scan_.server_cpu_s) * 1e3),
+        Figure("floor: the result's bytes over loopback TCP, M rows/s", moved.rate / 1e6, reference.rate / 1e6,
+               "", 2),
+        Figure("  receiver CPU per row, ns", moved.cpu_us_per_row(floor.receiver_cpu_s) * 1e3,
+               reference.cpu_us_per_row(reference.client_cpu_s) * 1e3, "", 0),
+        Figure("  sender CPU per row, ns", moved.cpu_us_per_row(floor.sender_cpu_s) * 1e3),
         Figure("load rate, rows/s (one session, fsync on, RF 3)", load_.rate),
         Figure("  load seconds", load_.seconds[0], digits=1),
         Figure("  client CPU per row, us", load_.cpu_us_per_row(load_.client_cpu_s), digits=1),
@@ -201,7 +218,11 @@ def report(nyala: NyalaResult, reference: Timing, args: argparse.Namespace) -> N
         f"{load_average()}",
         "DuckDB, 1 local file",
         figures,
-        [f"seconds per scan, Nyala: {fmt(scan_.seconds)}; DuckDB: {fmt(reference.seconds)}"],
+        [
+            f"seconds per scan, Nyala: {fmt(scan_.seconds)}; DuckDB: {fmt(reference.seconds)}; "
+            f"loopback floor: {fmt(floor.seconds)}",
+            f"floor: {scan_.result_bytes / 1e6:,.0f} MB a scan over 2 connections from one sender process",
+        ],
     )
 
 
@@ -225,7 +246,9 @@ def main() -> None:
             nyala = run(measure_nyala(cluster, args, path))
         print("DuckDB: scanning the same rows from one file ...", flush=True)
         reference = measure_duckdb(path, args.rows, args.repeat)
-    report(nyala, reference, args)
+    print("Floor: moving the same bytes over loopback TCP ...", flush=True)
+    floor = measure_loopback(nyala.scan.result_bytes, batch_bytes(args), streams=2, repeat=args.repeat)
+    report(nyala, reference, floor, args)
 
 
 if __name__ == "__main__":
