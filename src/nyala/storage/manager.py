@@ -32,7 +32,11 @@ _FLUSH_CHECKPOINT_THRESHOLD = "256KiB"
 class StorageOptions:
     """Settings of the process-wide DuckDB instance that holds every tablet."""
 
-    storage_threads: int = setting(0, "DuckDB worker threads shared by all tablets; 0 means one per CPU core.")
+    storage_threads: int = setting(
+        0,
+        "DuckDB worker threads shared by all tablets (a tablet server reads scan batches on as many); "
+        "0 means one per CPU core.",
+    )
     storage_memory_limit_bytes: int = setting(
         0, "One buffer-pool limit for all tablets of the process, in bytes; 0 keeps DuckDB's default (80% of RAM)."
     )
@@ -68,6 +72,11 @@ class StorageOptions:
         "advanced",
     )
 
+    @property
+    def threads(self) -> int:
+        """The storage threads this process uses: ``storage_threads``, or one per CPU core."""
+        return self.storage_threads or os.cpu_count() or 1
+
 
 class TabletStoreManager:
     """Owns the DuckDB instance; creates, opens, copies and drops the tablets in ``data_dir``.
@@ -80,9 +89,8 @@ class TabletStoreManager:
         self.options = options or StorageOptions()
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
-        threads = self.options.storage_threads or os.cpu_count() or 1
         config: dict[str, str | bool | int | float | list[str]] = {
-            "threads": str(threads),
+            "threads": str(self.options.threads),
             "checkpoint_threshold": f"{max(1, self.options.storage_checkpoint_threshold_bytes >> 20)}MiB",
             "temp_directory": os.path.join(self.data_dir, ".duckdb_tmp"),
         }

@@ -49,8 +49,8 @@ def tserver() -> None:
     default=0,
     show_default=True,
     type=click.IntRange(min=0),
-    help="DuckDB worker threads shared by all tablets; 0 means one per CPU core. Give each of several "
-    "tablet servers on one machine its share of the cores.",
+    help="DuckDB worker threads shared by all tablets, and the threads reading scan batches; 0 means one "
+    "per CPU core. Give each of several tablet servers on one machine its share of the cores.",
 )
 @click.option(
     "--log-level",

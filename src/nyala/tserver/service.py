@@ -7,14 +7,17 @@ READ_YOUR_WRITES first waits, within the call's deadline, until the replica has 
 refused with NOT_THE_LEADER by any other replica, and a new leader first applies everything
 committed before its term (:meth:`TabletReplica.caught_up_leader`): after a restart of every
 process, the leader's store lacks the rows only its WAL holds until then.  Reading from the
-store blocks, so opening a scan and reading its batches run in worker threads, never on the
-event loop.
+store blocks, so it never runs on the event loop: opening a scan runs in a worker thread
+(it may wait for the tablet's lock), and a call's batches are read on the server's scan
+pool, as many threads as its storage threads, so that scans use the server's share of the
+cores and no more.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from nyala.common.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
@@ -48,11 +51,13 @@ class TabletService:
         self,
         tablets: TabletManager,
         scanners: ScannerRegistry,
+        scan_pool: Executor,
         options: TabletServerOptions,
         status: Callable[[], tuple[common_pb2.NodeInstancePB, common_pb2.ServerRegistrationPB]],
     ) -> None:
         self._tablets = tablets
         self._scanners = scanners
+        self._scan_pool = scan_pool
         self._options = options
         self._status = status
         self.counters = Counters()
@@ -148,7 +153,7 @@ class TabletService:
         budget = min(batch_size_bytes or self._options.scanner_default_batch_size_bytes,
                      self._options.scanner_max_batch_size_bytes)  # fmt: skip
         try:
-            chunk = await asyncio.to_thread(session.next_chunk, budget)
+            chunk = await asyncio.get_running_loop().run_in_executor(self._scan_pool, session.next_chunk, budget)
         except NyalaError:
             self._scanners.close(session.scanner_id)
             raise

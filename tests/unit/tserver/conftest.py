@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from nyala.schema import ColumnSchema, Partitioner, PartitionSchema, Schema
@@ -39,3 +40,39 @@ def metadata(tablet_id: str = "tablet-1", schema: Schema = SCHEMA) -> TabletMeta
 def stores(tmp_path: Path) -> Iterator[TabletStoreManager]:
     with TabletStoreManager(str(tmp_path / "stores"), StorageOptions(storage_threads=1)) as manager:
         yield manager
+
+
+class ListScanner:
+    """A store scanner over fixed batches that records whether it was closed."""
+
+    def __init__(self, batches: list[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.closed = False
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.batches[0].schema
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        yield from self.batches
+
+    def read_all(self) -> pa.Table:
+        return pa.Table.from_batches(self.batches)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> ListScanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def batches(*sizes: int) -> list[pa.RecordBatch]:
+    out, start = [], 0
+    for n in sizes:
+        ids = pa.array(range(start, start + n), pa.int64())
+        out.append(pa.record_batch({"id": ids, "v": pa.array([float(i) for i in range(n)])}))
+        start += n
+    return out

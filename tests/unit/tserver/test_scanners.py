@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -16,43 +15,7 @@ from nyala.schema import decode_key
 from nyala.tserver import scanners
 from nyala.tserver.scanners import ScannerRegistry, ScanSession
 
-from .conftest import SCHEMA
-
-
-class ListScanner:
-    """A store scanner over fixed batches that records whether it was closed."""
-
-    def __init__(self, batches: list[pa.RecordBatch]) -> None:
-        self.batches = batches
-        self.closed = False
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self.batches[0].schema
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        yield from self.batches
-
-    def read_all(self) -> pa.Table:
-        return pa.Table.from_batches(self.batches)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def __enter__(self) -> ListScanner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def batches(*sizes: int) -> list[pa.RecordBatch]:
-    out, start = [], 0
-    for n in sizes:
-        ids = pa.array(range(start, start + n), pa.int64())
-        out.append(pa.record_batch({"id": ids, "v": pa.array([float(i) for i in range(n)])}))
-        start += n
-    return out
+from .conftest import SCHEMA, ListScanner, batches
 
 
 def session(scanner: ListScanner, output: list[str], ordered: bool = False) -> ScanSession:
