@@ -24,7 +24,7 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: Each batch costs the JVM, the Python worker and the session a fixed price: 100,000-row
 #: batches ingested 2M rows at 0.437 and 0.463 M rows/s against 0.365 and 0.402 with
-#: Spark's 10,000 (alternated runs, stop 16; docs/spark.md).
+#: Spark's 10,000 (alternated runs when this landed, 35c5868; docs/spark.md).
 ARROW_BATCH_ROWS = 100_000
 
 

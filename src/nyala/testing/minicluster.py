@@ -110,7 +110,7 @@ class MiniClusterOptions:
     #: DuckDB threads of each tablet server (``--storage-threads``).  None shares the machine's
     #: cores among the tablet servers: three servers on two cores that each ran a DuckDB thread
     #: per core contended for them, and used 17 to 46 % more CPU a row on scans and batched
-    #: writes (docs/benchmarks.md, stop 14).
+    #: writes (alternated runs at 84b8ba2; docs/benchmarks.md).
     tserver_storage_threads: int | None = None
 
     @property
