@@ -1,6 +1,6 @@
 """Replica placement quality and speed: random, power of two choices, Kudu's range-aware scan, Nyala.
 
-The scenarios are those of ``../shared/reference/placement.md`` section 6 (P1-P7); each runs
+The scenarios P1-P7 are defined below (:func:`scenarios`, :func:`edge_cases`); each runs
 over seeds 1..5 (``--seeds``) with everything derived from the seed, so a run is reproducible.
 Time is a logical clock: the master creates 1,000 tablets per second, and every second a
 heartbeat reports the replicas placed at least a second before (they stay pending too, and
@@ -24,9 +24,10 @@ replicas per server across locations) beside the water-filling optimum.  Speed i
 of CPU time, best of 3 runs; the reference line is a bare power-of-two-choices loop in the
 same process, which measures the machine.
 
-The rebalancer section plans moves for placement.md's R1-R7 and prints the moves (by phase)
-beside the lower bound where one is known, the policy violations before and after, the skews
-left, the rounds needed at 5 and 1 concurrent moves per server, and the planning time.
+The rebalancer section plans moves for layouts R1-R7 (:func:`rebalance_scenarios`) and prints
+the moves (by phase) beside the lower bound where one is known, the policy violations before
+and after, the skews left, the rounds needed at 5 and 1 concurrent moves per server, and the
+planning time.
 
 Usage: ``python bench/placement_bench.py [--seeds 5] [--quick] [--json out.json]``.
 Figures are printed, never asserted.
@@ -267,7 +268,7 @@ def kudu_rule_violated(rf: int, most: int, locations: int) -> bool:
 
 
 def water_fill_skew(sizes: Sequence[int], rf: int, tablets: int) -> float:
-    """The smallest achievable location skew when every tablet meets the policy (placement.md section 5)."""
+    """The smallest achievable location skew when every tablet meets the policy (docs/placement.md)."""
     cap = [min(size, location_limit(rf, len(sizes))) for size in sizes]
     if sum(cap) < rf:
         return float("nan")
@@ -358,7 +359,7 @@ def _tablets_from(layout: list[tuple[str, bytes, int, tuple[str, ...]]]) -> list
 
 
 def rebalance_scenarios(quick: bool) -> list[tuple[str, ClusterInfo, RebalanceOptions, int | None]]:
-    """(name, snapshot, options, lower bound on moves where placement.md gives one)."""
+    """(name, snapshot, options, lower bound on moves where one is known)."""
     rng = random.Random(1)
     one = {uuid(0, i): "/dc/loc0" for i in range(4)}
     r1 = [TabletInfo(f"t{i}", "table", b"", 1, (uuid(0, s),)) for i, s in enumerate([0] * 100 + [1] * 400 + [2] * 100)]

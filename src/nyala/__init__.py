@@ -3,7 +3,7 @@
 Tables have a typed schema and a primary key and are split into tablets by hash and range
 partitioning.  Each tablet is replicated by Raft across tablet servers; 2N+1 masters keep
 the catalog in a Raft-replicated system tablet.  The layers and their dependency direction
-are described in DESIGN.md and enforced by ``tests/unit/test_layers.py``.
+are listed in README.md and enforced by ``tests/unit/test_layers.py``.
 
 ``nyala.connect("host:7051")`` returns a client (see :mod:`nyala.client`); it is imported on
 first use so that ``import nyala`` stays light.

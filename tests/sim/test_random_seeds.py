@@ -12,7 +12,7 @@ from nyala.consensus.core import Heartbeat, _replication
 from nyala.consensus.core.log import RaftLog
 from nyala.testing.sim import Cluster, SimOptions, replay_command, run_seed
 
-CI_SEEDS = 300  # the issue asks for at least 300 seeds with every nemesis in CI
+CI_SEEDS = 300  # at least 300 seeds with every nemesis in CI
 CHUNK = 25
 
 

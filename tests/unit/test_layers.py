@@ -1,4 +1,4 @@
-"""DESIGN.md's layers, checked on the source: arrows point down only.
+"""Nyala's layers (README.md), checked on the source: arrows point down only.
 
 Every module under ``src/nyala`` is parsed (not imported) and each ``import`` of a ``nyala``
 module is compared against the layer table below.  Layer 0 must also stay pure: no I/O,
