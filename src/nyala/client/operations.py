@@ -8,7 +8,7 @@ UPSERT rows must set every non-null column without a default.  A mistake raises
 call is buffered.  Dicts that set different columns go in separate batches, in order.
 
 A single dict row whose values all have the Python types Arrow gives back, and that passes
-the checks, stays a Python dict until its batch is sent: the write joiner and a session's
+the checks, stays a Python dict until its batch is sent: the write batcher and a session's
 flush put many such rows together and convert them in one ``Table.from_pylist`` call.  That
 halved the client's CPU a write for 64 single-row writers on one tablet (docs/benchmarks.md).
 Any other row is converted at once, so its errors are exactly those of a list of dicts.
@@ -72,7 +72,7 @@ class OpBatch:
     """Rows that set the same columns, with one op code each, in the table's Arrow types.
 
     A batch made from single dict rows (:meth:`of_rows`) keeps them as Python values until
-    its Arrow form is needed: the client's write joiner and a session's flush put many such
+    its Arrow form is needed: the client's write batcher and a session's flush put many such
     batches together first, and converting them all at once costs little more than one row
     (``Table.from_pylist`` has about 10 us of fixed cost a call).  Only rows whose every value
     already has the Python type Arrow would give back are kept so (see :func:`_plain_row`),

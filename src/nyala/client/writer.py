@@ -57,7 +57,7 @@ from ._context import ClientContext
 from ._retry import Backoff, Deadline
 from .meta_cache import TableInfo, TabletLocation
 from .operations import OpBatch, RowError, encode_batch
-from .write_joiner import WriteJoiner, WriteOutcome
+from .write_batcher import WriteBatcher, WriteOutcome
 
 __all__ = ["TabletWork", "send_tablet_work", "split_by_partition"]
 
@@ -144,24 +144,25 @@ async def send_tablet_work(
 ) -> list[RowError]:
     """Write one partition's operations, batch after batch (their order matters).
 
-    Small batches go through the client's write joiner (see :mod:`.write_joiner`), which
+    Small batches go through the client's write batcher (see :mod:`.write_batcher`), which
     sends those of other callers for the same tablet in the same Write."""
     limit = _limit(ctx)
-    if ctx.write_joiner is None:
-        ctx.write_joiner = WriteJoiner(lambda t, p, b, d: _write_batch(ctx, t, p, b, d), limit // _JOIN_FRACTION)
+    if ctx.write_batcher is None:
+        ctx.write_batcher = WriteBatcher(lambda t, p, b, d: _write_batch(ctx, t, p, b, d), limit // _BATCHER_FRACTION)
     errors: list[RowError] = []
     for batch in work.batches:
         for chunk in _chunks(batch, limit):
-            if chunk.nbytes <= limit // _JOIN_FRACTION:
-                errors += await ctx.write_joiner.write(table, work.partition, chunk, deadline)
+            if chunk.nbytes <= limit // _BATCHER_FRACTION:
+                errors += await ctx.write_batcher.write(table, work.partition, chunk, deadline)
             else:
                 errors += (await _write_batch(ctx, table, work.partition, chunk, deadline)).row_errors(chunk)
     return errors
 
 
-# Batches up to this fraction of the Write limit may be joined, and joined Writes stay below
-# it: an estimate from Arrow's buffer sizes, so the encoded stream keeps room for its framing.
-_JOIN_FRACTION = 4
+# Batches up to this fraction of the Write limit go through the batcher, and its Writes stay
+# below it: an estimate from Arrow's buffer sizes, so the encoded stream keeps room for its
+# framing.
+_BATCHER_FRACTION = 4
 
 
 def _limit(ctx: ClientContext) -> int:

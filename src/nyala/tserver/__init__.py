@@ -15,7 +15,7 @@ Raft transport, apply pool) plus:
   or a schema change, applied between the writes around it, in log order;
 - the write path: the leader validates a batch once (schema version, size, types, nulls,
   columns, partition), replicates those bytes, or joins them with the other writes of the
-  tablet that arrived with them into one entry (:mod:`.write_joiner`), waits until the
+  tablet that arrived with them into one entry (:mod:`.entry_joiner`), waits until the
   entry is applied and answers with its own per-row errors and the entry's index;
 - the scan path (:mod:`.service`, :mod:`.scan_spec`, :mod:`.scanners`): any RUNNING replica
   opens a store query with projection, predicates, key range, order and limit pushed down,

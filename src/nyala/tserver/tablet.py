@@ -7,7 +7,7 @@ error is kept and reported).  Writes and schema changes go through the leader:
 - a write is validated once, on the leader, against the current schema (types, nulls, sizes,
   columns, the client's schema version, the tablet's partition); rows that belong to another
   partition are answered with per-row errors and not written;
-- writes that arrive together are joined into one entry (:mod:`nyala.tserver.write_joiner`);
+- writes that arrive together are joined into one entry (:mod:`nyala.tserver.entry_joiner`);
   a write that goes alone keeps the bytes the client sent;
 - the leader waits for the entry to be applied and answers with its row errors and index;
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
@@ -38,12 +38,12 @@ from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
 from nyala.storage import DuckDBTabletStore, EntryResult
+from nyala.tserver.entry_joiner import EntryJoiner, PendingWrite
 from nyala.tserver.envelope import RequestId, encode_alter
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
 from nyala.tserver.result_tracker import ResultTracker, response_from_result
 from nyala.tserver.state_machine import JoinedResult, check_schema_change
-from nyala.tserver.write_joiner import PendingWrite, WriteJoiner
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
 
@@ -83,7 +83,7 @@ class TabletReplica:
         self.error = ""
         self._filter: PartitionFilter | None = None
         self._alter_lock = asyncio.Lock()
-        self._joiner: WriteJoiner | None = None
+        self._entry_joiner: EntryJoiner | None = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -165,8 +165,8 @@ class TabletReplica:
     ) -> tpb.WriteResponsePB:
         """Validate, replicate and apply one batch of row operations; the leader only."""
         raft = self.require_leader()
-        if self._joiner is None:
-            self._joiner = WriteJoiner(self._replicate_entry, max_bytes)
+        if self._entry_joiner is None:
+            self._entry_joiner = EntryJoiner(self._replicate_entry, max_bytes)
         if request_id is None:
             return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
         answer = await self._recorded_answer(request_id)
@@ -218,9 +218,9 @@ class TabletReplica:
             kept_ops, kept_data = kept.column(0).combine_chunks(), kept.drop_columns([OP_COLUMN])
             payload = encode_row_operations(kept)
         dropped = tuple(sorted(outside))
-        assert self._joiner is not None
+        assert self._entry_joiner is not None
         pending = PendingWrite(kept_ops, kept_data, payload, request_id, dropped, joinable=not ops.groups)
-        result: EntryResult = await self._joiner.submit(pending)
+        result: EntryResult = await self._entry_joiner.submit(pending)
         if result.error is not None:
             raise result.error
         return response_from_result(self.tablet_id, result, dropped, errors)
@@ -246,7 +246,7 @@ class TabletReplica:
         )
 
     async def _replicate_entry(self, entry: bytes) -> EntryResult | JoinedResult:
-        """Replicate an entry of the write joiner, if this replica still leads."""
+        """Replicate an entry of the entry joiner, if this replica still leads."""
         return await self._replicate(self.require_leader(), entry)
 
     async def _replicate(self, raft: RaftReplica, payload: bytes) -> EntryResult:

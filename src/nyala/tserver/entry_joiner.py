@@ -1,4 +1,4 @@
-"""The leader joins the writes of a tablet that arrive together into one Raft entry.
+"""The entry joiner: the leader joins the writes of a tablet that arrive together into one Raft entry.
 
 Every entry costs each replica a fixed price whatever its size: the Arrow stream is opened
 and checked again, the store splits it into parts and adds them to the MemRowSet, the WAL
@@ -30,7 +30,7 @@ from nyala.storage import EntryResult
 from nyala.tserver.envelope import JoinedWrite, RequestId, encode_joined, encode_tracked_write, encode_write
 from nyala.tserver.state_machine import JoinedResult
 
-__all__ = ["PendingWrite", "WriteJoiner"]
+__all__ = ["EntryJoiner", "PendingWrite"]
 
 # Room kept per write for its joined header (client ids are at most 64 bytes), besides four
 # bytes per dropped row.
@@ -65,7 +65,7 @@ class PendingWrite:
         return self.data.add_column(0, OP_COLUMN, self.ops)
 
 
-class WriteJoiner:
+class EntryJoiner:
     """Collects a tablet's writes for one loop turn, then replicates them as few entries."""
 
     def __init__(self, replicate: Callable[[bytes], Awaitable[EntryResult | JoinedResult]], max_bytes: int) -> None:
