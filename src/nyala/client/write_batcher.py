@@ -37,7 +37,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from nyala.common.errors import NyalaError
-from nyala.schema import Partition
+from nyala.schema import Partition, RowFailure
 
 from ._retry import Deadline
 from .meta_cache import TableInfo
@@ -50,18 +50,18 @@ __all__ = ["WriteBatcher", "WriteOutcome"]
 class WriteOutcome:
     """What a Write did to its batch: the failed rows by position."""
 
-    failures: list[tuple[int, NyalaError]]
+    failures: list[RowFailure]
     tablet_id: str = ""
     ambiguous: bool = False
 
     @classmethod
     def failed(cls, rows: int, error: NyalaError, tablet_id: str = "", ambiguous: bool = False) -> WriteOutcome:
-        return cls([(i, error) for i in range(rows)], tablet_id, ambiguous)
+        return cls([RowFailure(i, error) for i in range(rows)], tablet_id, ambiguous)
 
     def row_errors(self, batch: OpBatch, offset: int = 0) -> list[RowError]:
         """The errors of ``batch``'s rows, which were rows ``offset``.. of the Write."""
         end = offset + batch.num_rows
-        mine = [(i - offset, e) for i, e in self.failures if offset <= i < end]
+        mine = [RowFailure(f.row - offset, f.error) for f in self.failures if offset <= f.row < end]
         return batch.errors_at(mine, tablet_id=self.tablet_id, ambiguous=self.ambiguous)
 
 

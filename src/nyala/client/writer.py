@@ -49,9 +49,8 @@ from nyala.common.errors import (
     TimedOut,
 )
 from nyala.proto import tserver_pb2 as tpb
-from nyala.rpc.status import status_to_error
-from nyala.schema import Partition, RowOperationOptions
-from nyala.services import WRITE
+from nyala.schema import Partition, RowFailure, RowOperationOptions
+from nyala.services import WRITE, row_failure_from_pb
 
 from ._context import ClientContext
 from ._retry import Backoff, Deadline
@@ -182,7 +181,7 @@ async def _write_batch(
         half = batch.num_rows // 2
         first = await _write_batch(ctx, table, partition, _slice(batch, 0, half), deadline)
         second = await _write_batch(ctx, table, partition, _slice(batch, half, batch.num_rows - half), deadline)
-        failures = first.failures + [(i + half, e) for i, e in second.failures]
+        failures = first.failures + [RowFailure(f.row + half, f.error) for f in second.failures]
         return WriteOutcome(failures, second.tablet_id or first.tablet_id, first.ambiguous or second.ambiguous)
     return await _TabletWrite(ctx, table, partition, batch, deadline).run(payload)
 
@@ -333,12 +332,11 @@ class _TabletWrite:
         self.reencode = True
 
     def _outcome(self, response: tpb.WriteResponsePB) -> WriteOutcome:
-        failures: list[tuple[int, NyalaError]] = []
-        for pb in response.per_row_errors:
-            if not 0 <= pb.row_index < self.batch.num_rows:
+        failures = [row_failure_from_pb(pb) for pb in response.per_row_errors]
+        for failure in failures:
+            if not 0 <= failure.row < self.batch.num_rows:
                 raise InvalidArgument(
-                    f"tablet {self.tablet_id} reported an error for row {pb.row_index} of a batch of "
+                    f"tablet {self.tablet_id} reported an error for row {failure.row} of a batch of "
                     f"{self.batch.num_rows} rows"
                 )
-            failures.append((pb.row_index, status_to_error(pb.code, pb.message)))
         return WriteOutcome(failures, self.tablet_id, self.ambiguous)

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nyala.common.errors import Aborted, InvalidArgument
-from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
-from nyala.rpc.status import error_to_status
+from nyala.schema import RowFailure
+from nyala.services import row_failure_to_pb
 from nyala.storage import EntryResult
 from nyala.tserver.envelope import RequestId
 
@@ -73,25 +73,17 @@ def client_row(row: int, dropped_rows: tuple[int, ...]) -> int:
 
 
 def response_from_result(
-    tablet_id: str, result: EntryResult, dropped_rows: tuple[int, ...], outside: list[tpb.RowErrorPB] | None = None
+    tablet_id: str, result: EntryResult, dropped_rows: tuple[int, ...], outside: list[RowFailure] | None = None
 ) -> tpb.WriteResponsePB:
-    """The Write answer for an applied entry: its row errors in the client's numbering, plus
-    the errors of the rows dropped as outside the partition (``outside``, or generic ones)."""
+    """The Write answer for an applied entry: its row failures in the client's numbering, plus
+    those of the rows dropped as outside the partition (``outside``, or generic ones)."""
     if outside is None:
-        outside = [
-            tpb.RowErrorPB(
-                row_index=row,
-                code=rpc_pb2.INVALID_ARGUMENT,
-                message=f"row does not belong to the partition of tablet {tablet_id}",
-            )
-            for row in dropped_rows
-        ]
-    errors = list(outside)
-    for row_error in result.row_errors:
-        code, message, _ = error_to_status(row_error.error)
-        errors.append(tpb.RowErrorPB(row_index=client_row(row_error.row, dropped_rows), code=code, message=message))
-    errors.sort(key=lambda e: e.row_index)
-    return tpb.WriteResponsePB(per_row_errors=errors, op_index=result.index)
+        error = InvalidArgument(f"row does not belong to the partition of tablet {tablet_id}")
+        outside = [RowFailure(row, error) for row in dropped_rows]
+    failures = list(outside)
+    failures += [RowFailure(client_row(f.row, dropped_rows), f.error) for f in result.row_failures]
+    failures.sort(key=lambda f: f.row)
+    return tpb.WriteResponsePB(per_row_errors=[row_failure_to_pb(f) for f in failures], op_index=result.index)
 
 
 @dataclass(slots=True)

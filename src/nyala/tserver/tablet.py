@@ -32,11 +32,19 @@ from nyala.common.errors import (
 )
 from nyala.consensus.core import RaftConfig, Role, encode_config
 from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
-from nyala.proto import common_pb2, consensus_pb2, rpc_pb2
+from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
+from nyala.schema import (
+    OP_COLUMN,
+    RowFailure,
+    RowOperationOptions,
+    Schema,
+    decode_row_operations,
+    encode_row_operations,
+)
+from nyala.services import row_failure_to_pb
 from nyala.storage import DuckDBTabletStore, EntryResult
 from nyala.tserver.entry_joiner import EntryJoiner, PendingWrite
 from nyala.tserver.envelope import RequestId, encode_alter
@@ -208,12 +216,12 @@ class TabletReplica:
             return tpb.WriteResponsePB()
         assert self._filter is not None
         outside = self._filter.rows_outside(ops.data)
-        errors = [self._outside_error(ops.data, row) for row in outside]
+        failures = [self._outside_failure(ops.data, row) for row in outside]
         payload: bytes | memoryview = row_operations
         kept_ops, kept_data = ops.ops, ops.data
         if outside:
             if len(outside) == len(ops):
-                return tpb.WriteResponsePB(per_row_errors=errors)
+                return tpb.WriteResponsePB(per_row_errors=[row_failure_to_pb(f) for f in failures])
             kept = _without_rows(row_operations, set(outside))
             kept_ops, kept_data = kept.column(0).combine_chunks(), kept.drop_columns([OP_COLUMN])
             payload = encode_row_operations(kept)
@@ -223,7 +231,7 @@ class TabletReplica:
         result: EntryResult = await self._entry_joiner.submit(pending)
         if result.error is not None:
             raise result.error
-        return response_from_result(self.tablet_id, result, dropped, errors)
+        return response_from_result(self.tablet_id, result, dropped, failures)
 
     def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:
         if version < meta.schema_version:
@@ -237,12 +245,10 @@ class TabletReplica:
                 f"version {meta.schema_version} so far; retry"
             )
 
-    def _outside_error(self, data: pa.Table, row: int) -> tpb.RowErrorPB:
+    def _outside_failure(self, data: pa.Table, row: int) -> RowFailure:
         key = {name: data.column(name)[row].as_py() for name in self.meta.schema.key_names}
-        return tpb.RowErrorPB(
-            row_index=row,
-            code=rpc_pb2.INVALID_ARGUMENT,
-            message=f"row with key {key} does not belong to the partition of tablet {self.tablet_id}",
+        return RowFailure(
+            row, InvalidArgument(f"row with key {key} does not belong to the partition of tablet {self.tablet_id}")
         )
 
     async def _replicate_entry(self, entry: bytes) -> EntryResult | JoinedResult:

@@ -16,7 +16,7 @@ from nyala.client.operations import OpBatch, RowError, encode_batch
 from nyala.client.write_batcher import SMALL_WRITE_BYTES, WriteBatcher, WriteOutcome
 from nyala.common.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
 from nyala.rpc.loop import run
-from nyala.schema import OpType, Partition
+from nyala.schema import OpType, Partition, RowFailure
 
 from .helpers import kv_schema
 
@@ -57,7 +57,8 @@ class Recorder:
         self.sent.append((partition.partition_key_start, ids))
         if self.error is not None:
             raise self.error
-        return WriteOutcome([(i, AlreadyPresent("present")) for i, k in enumerate(ids) if k in self.present], "t1")
+        present = [RowFailure(i, AlreadyPresent("present")) for i, k in enumerate(ids) if k in self.present]
+        return WriteOutcome(present, "t1")
 
 
 def failed_ids(errors: list[RowError]) -> list[int]:
@@ -293,7 +294,7 @@ def test_a_joined_batch_is_encoded_as_one_record_batch() -> None:
 @pytest.mark.parametrize("offset", [0, 2])
 def test_an_outcome_gives_a_batch_the_errors_of_its_own_rows(offset: int) -> None:
     error = AlreadyPresent("present")
-    outcome = WriteOutcome([(1, error), (3, error)], "t9", ambiguous=True)
+    outcome = WriteOutcome([RowFailure(1, error), RowFailure(3, error)], "t9", ambiguous=True)
     # Rows 1 and 3 of the Write failed: the batch's second row either way, never another.
     errors = outcome.row_errors(batch(10, 11), offset)
     assert [(e.row["id"], e.tablet_id, e.after_ambiguous_retry) for e in errors] == [(11, "t9", True)]
