@@ -12,8 +12,9 @@ when joining pays.
 
 Writes are joined only when their row operations have the same Arrow schema (the same
 columns, so concatenating them changes no write) and every row sets every column, and only
-up to ``max_bytes`` an entry.  A write alone keeps the bytes the client sent (kinds 1 and 3 of the envelope); joined
-writes are re-encoded as one stream (kind 4).  Each caller gets its own write's result
+up to ``max_bytes`` an entry.  A write alone keeps the bytes the client sent (a ``WRITE`` or
+``TRACKED_WRITE`` payload, see :mod:`nyala.tserver.envelope`); joined writes are re-encoded as
+one stream (a ``JOINED_WRITE`` payload).  Each caller gets its own write's result
 (:func:`nyala.tserver.state_machine.split_joined`) or the error that stopped the entry.
 """
 
