@@ -36,12 +36,9 @@ from typing import Any
 
 from nyala.common.errors import Aborted, InvalidArgument
 from nyala.proto import tserver_pb2 as tpb
-from nyala.schema import RowFailure
-from nyala.services import row_failure_to_pb
-from nyala.storage import EntryResult
 from nyala.tserver.envelope import RequestId
 
-__all__ = ["ResultTracker", "client_row", "request_id_from_pb", "response_from_result"]
+__all__ = ["ResultTracker", "request_id_from_pb"]
 
 # A sweep for expired answers at most this often (seconds); they are few and small.
 _SWEEP_INTERVAL_S = 10.0
@@ -61,29 +58,6 @@ def request_id_from_pb(pb: tpb.RequestIdPB) -> RequestId:
             f"got {pb.first_incomplete_seq_no}"
         )
     return RequestId(client, pb.seq_no, pb.first_incomplete_seq_no)
-
-
-def client_row(row: int, dropped_rows: tuple[int, ...]) -> int:
-    """The position in the client's batch of the ``row``-th replicated row (``dropped_rows`` sorted)."""
-    for dropped in dropped_rows:
-        if dropped > row:
-            break
-        row += 1
-    return row
-
-
-def response_from_result(
-    tablet_id: str, result: EntryResult, dropped_rows: tuple[int, ...], outside: list[RowFailure] | None = None
-) -> tpb.WriteResponsePB:
-    """The Write answer for an applied entry: its row failures in the client's numbering, plus
-    those of the rows dropped as outside the partition (``outside``, or generic ones)."""
-    if outside is None:
-        error = InvalidArgument(f"row does not belong to the partition of tablet {tablet_id}")
-        outside = [RowFailure(row, error) for row in dropped_rows]
-    failures = list(outside)
-    failures += [RowFailure(client_row(f.row, dropped_rows), f.error) for f in result.row_failures]
-    failures.sort(key=lambda f: f.row)
-    return tpb.WriteResponsePB(per_row_errors=[row_failure_to_pb(f) for f in failures], op_index=result.index)
 
 
 @dataclass(slots=True)

@@ -29,7 +29,8 @@ from nyala.schema import RowFailure, Schema
 from nyala.storage import ApplyEntry, EntryResult, TabletStore
 from nyala.tserver.envelope import AlterPayload, JoinedPayload, JoinedWrite, RequestId, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, PendingAlter
-from nyala.tserver.result_tracker import ResultTracker, response_from_result
+from nyala.tserver.result_tracker import ResultTracker
+from nyala.tserver.write_response import response_from_result
 
 __all__ = ["JoinedResult", "TabletStateMachine", "check_schema_change", "split_joined"]
 

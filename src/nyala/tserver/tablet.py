@@ -9,7 +9,8 @@ error is kept and reported).  Writes and schema changes go through the leader:
   partition are answered with per-row errors and not written;
 - writes that arrive together are joined into one entry (:mod:`nyala.tserver.entry_joiner`);
   a write that goes alone keeps the bytes the client sent;
-- the leader waits for the entry to be applied and answers with its row errors and index;
+- the leader waits for the entry to be applied and answers with its row errors and index
+  (built in :mod:`nyala.tserver.write_response`);
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
   the recorded answer (see :mod:`nyala.tserver.result_tracker`).
 """
@@ -44,14 +45,14 @@ from nyala.schema import (
     decode_row_operations,
     encode_row_operations,
 )
-from nyala.services import row_failure_to_pb
 from nyala.storage import DuckDBTabletStore, EntryResult
 from nyala.tserver.entry_joiner import EntryJoiner, PendingWrite
 from nyala.tserver.envelope import RequestId, encode_alter
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
-from nyala.tserver.result_tracker import ResultTracker, response_from_result
+from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import JoinedResult, check_schema_change
+from nyala.tserver.write_response import outside_partition, response_from_result, write_response
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
 
@@ -213,7 +214,7 @@ class TabletReplica:
             )
         ops = decode_row_operations(row_operations, meta.schema, options)
         if len(ops) == 0:
-            return tpb.WriteResponsePB()
+            return write_response([])
         assert self._filter is not None
         outside = self._filter.rows_outside(ops.data)
         failures = [self._outside_failure(ops.data, row) for row in outside]
@@ -221,7 +222,7 @@ class TabletReplica:
         kept_ops, kept_data = ops.ops, ops.data
         if outside:
             if len(outside) == len(ops):
-                return tpb.WriteResponsePB(per_row_errors=[row_failure_to_pb(f) for f in failures])
+                return write_response(failures)
             kept = _without_rows(row_operations, set(outside))
             kept_ops, kept_data = kept.column(0).combine_chunks(), kept.drop_columns([OP_COLUMN])
             payload = encode_row_operations(kept)
@@ -247,9 +248,7 @@ class TabletReplica:
 
     def _outside_failure(self, data: pa.Table, row: int) -> RowFailure:
         key = {name: data.column(name)[row].as_py() for name in self.meta.schema.key_names}
-        return RowFailure(
-            row, InvalidArgument(f"row with key {key} does not belong to the partition of tablet {self.tablet_id}")
-        )
+        return outside_partition(self.tablet_id, row, key)
 
     async def _replicate_entry(self, entry: bytes) -> EntryResult | JoinedResult:
         """Replicate an entry of the entry joiner, if this replica still leads."""
