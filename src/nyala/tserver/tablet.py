@@ -173,16 +173,16 @@ class TabletReplica:
         request_id: RequestId | None = None,
     ) -> tpb.WriteResponsePB:
         """Validate, replicate and apply one batch of row operations; the leader only."""
-        raft = self.require_leader()
+        self.require_leader()
         if self._entry_joiner is None:
             self._entry_joiner = EntryJoiner(self._replicate_entry, max_bytes)
         if request_id is None:
-            return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
+            return await self._write(row_operations, schema_version, options, max_bytes, None)
         answer = await self._recorded_answer(request_id)
         if answer is not None:
             self.duplicate_writes += 1
             return answer
-        write = self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
+        write = self._write(row_operations, schema_version, options, max_bytes, request_id)
         return await asyncio.shield(self.tracker.start(request_id, write))
 
     async def _recorded_answer(self, request_id: RequestId) -> tpb.WriteResponsePB | None:
@@ -198,7 +198,6 @@ class TabletReplica:
 
     async def _write(
         self,
-        raft: RaftReplica,
         row_operations: memoryview,
         schema_version: int,
         options: RowOperationOptions,
