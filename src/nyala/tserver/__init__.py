@@ -25,6 +25,16 @@ Raft transport, apply pool) plus:
   addresses learned from the answers;
 - the admin and consensus calls (:mod:`.admin`).
 
+Where a write and a scan go, step by step, from the client's call to its answer (which event
+loop, task, queue, thread or thread pool does each part, and why), is told in
+docs/tserver.md, "The life of a write" and "The life of a scan".  In short, for a write: the
+service's task (:mod:`.service`) validates it in :class:`~.tablet.TabletReplica`, the entry
+joiner makes the Raft entry, the replica's drive task hands it to the transport and to the
+WAL's appender thread (one sync per group), the complete task sees it commit, an apply pool
+thread applies it to the store (:mod:`.state_machine`), and the answer is built in
+:mod:`.write_response`.  For a scan: a worker thread opens the store query, and a scan pool
+thread reads each call's rows into an Arrow IPC sidecar (:mod:`.scanners`).
+
 See docs/tserver.md for the lifecycle, the settings and the command line.
 """
 
