@@ -152,7 +152,7 @@ class Nyala:
                 self.index += 1
                 entries.append(ApplyEntry(self.index, p))
             for result in self.store.apply(entries):
-                if result.error is not None or result.row_errors:
+                if result.error is not None or result.row_failures:
                     raise AssertionError(f"unexpected result {result}")
         # Timed rounds end with every row in DuckDB, durable, as on the plain side.
         self.store.flush()

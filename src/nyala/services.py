@@ -4,6 +4,11 @@ Servers register handlers for these descriptors and clients call them, so both e
 agree on names and types.  Service names follow Kudu's where one exists.  This module holds
 only the contract; the implementations live in ``nyala.master``, ``nyala.tserver`` and
 ``nyala.consensus.runtime``.
+
+The contract includes the per-row errors of a Write answer (``RowErrorPB``), which the tablet
+server builds and the client reads: both convert them here, from and to a
+:class:`~nyala.schema.RowFailure` (the row's position in the Write's batch and the error,
+its status code mapped by :mod:`nyala.rpc.status`), so the two ends cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.method import PING, RpcMethod
+from nyala.rpc.status import error_to_status, status_to_error
+from nyala.schema import RowFailure
 
 __all__ = [
     "ALTER_SCHEMA",
@@ -38,6 +45,8 @@ __all__ = [
     "SCAN",
     "TS_HEARTBEAT",
     "WRITE",
+    "row_failure_from_pb",
+    "row_failure_to_pb",
 ]
 
 _MASTER = "MasterService"
@@ -89,3 +98,14 @@ GET_CONSENSUS_STATE = RpcMethod(
     _CONSENSUS, "GetConsensusState", cpb.GetConsensusStateRequestPB, cpb.GetConsensusStateResponsePB
 )
 LEADER_STEP_DOWN = RpcMethod(_CONSENSUS, "LeaderStepDown", cpb.LeaderStepDownRequestPB, cpb.LeaderStepDownResponsePB)
+
+
+def row_failure_to_pb(failure: RowFailure) -> tpb.RowErrorPB:
+    """The wire form of a row a Write did not apply (the tablet server's side)."""
+    code, message, _ = error_to_status(failure.error)
+    return tpb.RowErrorPB(row_index=failure.row, code=code, message=message)
+
+
+def row_failure_from_pb(pb: tpb.RowErrorPB) -> RowFailure:
+    """A row a Write did not apply, from its wire form (the client's side)."""
+    return RowFailure(pb.row_index, status_to_error(pb.code, pb.message))

@@ -47,7 +47,7 @@ def main() -> None:
     while True:
         group = [ApplyEntry(i + j, entry(i + j, r, new_keys_op)) for j in range(rng.randint(1, 3))]
         for result in store.apply(group):
-            if result.row_errors or result.error is not None:
+            if result.row_failures or result.error is not None:
                 raise SystemExit(f"unexpected result {result}")
         i += len(group)
         print(store.durable_index(), flush=True)

@@ -12,7 +12,7 @@ from ._requests import RequestTracker
 from .masters import MasterProxy
 from .meta_cache import MetaCache
 from .options import ClientOptions
-from .write_joiner import WriteJoiner
+from .write_batcher import WriteBatcher
 
 __all__ = ["ClientContext"]
 
@@ -33,8 +33,8 @@ class ClientContext:
     op_indices: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Request ids of writes (exactly-once retries).
     requests: RequestTracker = dataclasses.field(default_factory=RequestTracker)
-    #: Joins small writes to one tablet into one Write (made by the write path on first use).
-    write_joiner: WriteJoiner | None = None
+    #: Batches small writes to one tablet into one Write (made by the write path on first use).
+    write_batcher: WriteBatcher | None = None
 
     def note_write(self, tablet_id: str, op_index: int) -> None:
         if op_index > self.op_indices.get(tablet_id, 0):

@@ -110,8 +110,8 @@ class AsyncClient:
     async def close(self) -> None:
         """Close every connection; the client cannot be used afterwards."""
         self._closed = True
-        if self._ctx.write_joiner is not None:
-            self._ctx.write_joiner.close(IllegalState("the client is closed"))
+        if self._ctx.write_batcher is not None:
+            self._ctx.write_batcher.close(IllegalState("the client is closed"))
         await self._ctx.messenger.close()
 
     async def __aenter__(self) -> AsyncClient:

@@ -8,13 +8,17 @@ UPSERT rows must set every non-null column without a default.  A mistake raises
 call is buffered.  Dicts that set different columns go in separate batches, in order.
 
 A single dict row whose values all have the Python types Arrow gives back, and that passes
-the checks, stays a Python dict until its batch is sent: the write joiner and a session's
+the checks, stays a Python dict until its batch is sent: the write batcher and a session's
 flush put many such rows together and convert them in one ``Table.from_pylist`` call.  That
 halved the client's CPU a write for 64 single-row writers on one tablet (docs/benchmarks.md).
 Any other row is converted at once, so its errors are exactly those of a list of dicts.
 
 Every row that the servers refuse comes back as a :class:`RowError` with its operation, the
-row's values and the error; rows are never dropped silently.
+row's values and the error; rows are never dropped silently.  It is the one row error the
+client's users see (``nyala.client.RowError``).  The tablet servers and the Write answer name
+a failed row only by its position in the batch (:class:`nyala.schema.RowFailure`, read from
+the wire in :mod:`nyala.services`); :meth:`OpBatch.errors_at` adds the operation and the
+values from the batch the client kept, which no server needs to send back.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nyala.common.errors import InvalidArgument, NyalaError
-from nyala.schema import IPC_WRITE_OPTIONS, OP_COLUMN, OpType, RowOperationOptions, Schema
+from nyala.schema import IPC_WRITE_OPTIONS, OP_COLUMN, OpType, RowFailure, RowOperationOptions, Schema
 from nyala.schema.types import INT_BITS, DataType
 
 __all__ = ["OpBatch", "Operation", "RowError", "Rows", "UnhandledRowErrors", "encode_batch", "to_op_batches"]
@@ -72,7 +76,7 @@ class OpBatch:
     """Rows that set the same columns, with one op code each, in the table's Arrow types.
 
     A batch made from single dict rows (:meth:`of_rows`) keeps them as Python values until
-    its Arrow form is needed: the client's write joiner and a session's flush put many such
+    its Arrow form is needed: the client's write batcher and a session's flush put many such
     batches together first, and converting them all at once costs little more than one row
     (``Table.from_pylist`` has about 10 us of fixed cost a call).  Only rows whose every value
     already has the Python type Arrow would give back are kept so (see :func:`_plain_row`),
@@ -145,23 +149,27 @@ class OpBatch:
 
     def row_errors(self, error: NyalaError, *, tablet_id: str = "", ambiguous: bool = False) -> list[RowError]:
         """One RowError with ``error`` for every row."""
-        return self.errors_at([(i, error) for i in range(self.num_rows)], tablet_id=tablet_id, ambiguous=ambiguous)
+        failures = [RowFailure(i, error) for i in range(self.num_rows)]
+        return self.errors_at(failures, tablet_id=tablet_id, ambiguous=ambiguous)
 
     def errors_at(
-        self, failures: Sequence[tuple[int, NyalaError]], *, tablet_id: str = "", ambiguous: bool = False
+        self, failures: Sequence[RowFailure], *, tablet_id: str = "", ambiguous: bool = False
     ) -> list[RowError]:
-        """RowErrors for the rows at the given indexes."""
+        """The RowErrors of failed rows of this batch: each failure with its row's op and values.
+
+        The one place a user's RowError is made: the Write answer (and every error the client
+        meets on the way) names rows only by position, and the batch holds their values."""
         if not failures:
             return []
         if self._python is not None:
             codes, rows = self._python
-            return [RowError(OpType(codes[i]), dict(rows[i]), error, tablet_id, ambiguous) for i, error in failures]
-        indices = pa.array([i for i, _ in failures], pa.int64())
+            return [RowError(OpType(codes[f.row]), dict(rows[f.row]), f.error, tablet_id, ambiguous) for f in failures]
+        indices = pa.array([f.row for f in failures], pa.int64())
         ops = self.ops.take(indices).to_pylist()
         values = self.data.take(indices).to_pylist()
         return [
-            RowError(OpType(op), row, error, tablet_id, ambiguous)
-            for op, row, (_, error) in zip(ops, values, failures, strict=True)
+            RowError(OpType(op), row, f.error, tablet_id, ambiguous)
+            for op, row, f in zip(ops, values, failures, strict=True)
         ]
 
     @staticmethod

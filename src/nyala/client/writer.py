@@ -49,15 +49,14 @@ from nyala.common.errors import (
     TimedOut,
 )
 from nyala.proto import tserver_pb2 as tpb
-from nyala.rpc.status import status_to_error
-from nyala.schema import Partition, RowOperationOptions
-from nyala.services import WRITE
+from nyala.schema import Partition, RowFailure, RowOperationOptions
+from nyala.services import WRITE, row_failure_from_pb
 
 from ._context import ClientContext
 from ._retry import Backoff, Deadline
 from .meta_cache import TableInfo, TabletLocation
 from .operations import OpBatch, RowError, encode_batch
-from .write_joiner import WriteJoiner, WriteOutcome
+from .write_batcher import WriteBatcher, WriteOutcome
 
 __all__ = ["TabletWork", "send_tablet_work", "split_by_partition"]
 
@@ -144,24 +143,25 @@ async def send_tablet_work(
 ) -> list[RowError]:
     """Write one partition's operations, batch after batch (their order matters).
 
-    Small batches go through the client's write joiner (see :mod:`.write_joiner`), which
+    Small batches go through the client's write batcher (see :mod:`.write_batcher`), which
     sends those of other callers for the same tablet in the same Write."""
     limit = _limit(ctx)
-    if ctx.write_joiner is None:
-        ctx.write_joiner = WriteJoiner(lambda t, p, b, d: _write_batch(ctx, t, p, b, d), limit // _JOIN_FRACTION)
+    if ctx.write_batcher is None:
+        ctx.write_batcher = WriteBatcher(lambda t, p, b, d: _write_batch(ctx, t, p, b, d), limit // _BATCHER_FRACTION)
     errors: list[RowError] = []
     for batch in work.batches:
         for chunk in _chunks(batch, limit):
-            if chunk.nbytes <= limit // _JOIN_FRACTION:
-                errors += await ctx.write_joiner.write(table, work.partition, chunk, deadline)
+            if chunk.nbytes <= limit // _BATCHER_FRACTION:
+                errors += await ctx.write_batcher.write(table, work.partition, chunk, deadline)
             else:
                 errors += (await _write_batch(ctx, table, work.partition, chunk, deadline)).row_errors(chunk)
     return errors
 
 
-# Batches up to this fraction of the Write limit may be joined, and joined Writes stay below
-# it: an estimate from Arrow's buffer sizes, so the encoded stream keeps room for its framing.
-_JOIN_FRACTION = 4
+# Batches up to this fraction of the Write limit go through the batcher, and its Writes stay
+# below it: an estimate from Arrow's buffer sizes, so the encoded stream keeps room for its
+# framing.
+_BATCHER_FRACTION = 4
 
 
 def _limit(ctx: ClientContext) -> int:
@@ -181,7 +181,7 @@ async def _write_batch(
         half = batch.num_rows // 2
         first = await _write_batch(ctx, table, partition, _slice(batch, 0, half), deadline)
         second = await _write_batch(ctx, table, partition, _slice(batch, half, batch.num_rows - half), deadline)
-        failures = first.failures + [(i + half, e) for i, e in second.failures]
+        failures = first.failures + [RowFailure(f.row + half, f.error) for f in second.failures]
         return WriteOutcome(failures, second.tablet_id or first.tablet_id, first.ambiguous or second.ambiguous)
     return await _TabletWrite(ctx, table, partition, batch, deadline).run(payload)
 
@@ -332,12 +332,11 @@ class _TabletWrite:
         self.reencode = True
 
     def _outcome(self, response: tpb.WriteResponsePB) -> WriteOutcome:
-        failures: list[tuple[int, NyalaError]] = []
-        for pb in response.per_row_errors:
-            if not 0 <= pb.row_index < self.batch.num_rows:
+        failures = [row_failure_from_pb(pb) for pb in response.per_row_errors]
+        for failure in failures:
+            if not 0 <= failure.row < self.batch.num_rows:
                 raise InvalidArgument(
-                    f"tablet {self.tablet_id} reported an error for row {pb.row_index} of a batch of "
+                    f"tablet {self.tablet_id} reported an error for row {failure.row} of a batch of "
                     f"{self.batch.num_rows} rows"
                 )
-            failures.append((pb.row_index, status_to_error(pb.code, pb.message)))
         return WriteOutcome(failures, self.tablet_id, self.ambiguous)

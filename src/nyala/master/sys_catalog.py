@@ -101,7 +101,7 @@ class SysCatalogStore:
         with self._lock:
             results = self._store.apply(batch)
             for result in results:
-                if result.error is not None or result.row_errors:
+                if result.error is not None or result.row_failures:
                     raise AssertionError(f"sys catalog entry {result.index} did not apply: {result}")
             if self._store.wal_size_bytes() > self.checkpoint_wal_bytes:
                 self._store.checkpoint()

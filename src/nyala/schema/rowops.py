@@ -16,6 +16,15 @@ set" bitmap): ``fixed_size_binary(ceil(n / 8))`` where bit ``i`` (least signific
 says whether the row sets the ``i``-th data column (the columns after ``__op``, in batch
 order, ``__isset`` excluded).  A decoded batch splits into groups of rows that set the same
 columns (:meth:`RowOperations.by_column_set`), each checked like a batch of its own.
+
+A row operation that is not applied (an INSERT of a present key, an UPDATE or DELETE of a
+missing one, a row outside the tablet's partition) is a :class:`RowFailure`: its position in
+its batch and the error.  The store reports those per entry, the tablet renumbers them to the
+client's batch, the Write answer carries them (``RowErrorPB``, converted in
+:mod:`nyala.services` only), and the client turns each into the ``nyala.client.RowError`` its
+users see, which adds the operation and the row's values.  The two stay apart because only
+the client holds those values: a replica would decode every failed row back to Python and
+send it, to tell the client what it already has.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.common.errors import InvalidArgument, NyalaError
 
 from .schema import Schema
 from .types import DataType
@@ -39,6 +48,7 @@ __all__ = [
     "ISSET_COLUMN",
     "OP_COLUMN",
     "OpType",
+    "RowFailure",
     "RowOperationOptions",
     "RowOperations",
     "decode_row_operations",
@@ -86,6 +96,14 @@ _MIN_OP, _MAX_OP = int(min(OpType)), int(max(OpType))
 _FEW_OPS = 64  # up to this many rows, op codes are checked in Python
 _INT8 = pa.int8()
 _CREATING = pa.array([int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT)], pa.int8())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RowFailure:
+    """A row operation that was not applied: its position in its batch, and why."""
+
+    row: int
+    error: NyalaError
 
 
 @dataclasses.dataclass(frozen=True)

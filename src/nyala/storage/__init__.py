@@ -38,7 +38,7 @@ Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet f
 
 from __future__ import annotations
 
-from .api import ApplyEntry, EntryResult, RowError, Scanner, ScanSpec, TabletSnapshot, TabletStore
+from .api import ApplyEntry, EntryResult, Scanner, ScanSpec, TabletSnapshot, TabletStore
 from .manager import StorageOptions, TabletStoreManager
 from .scanner import DuckDBScanner
 from .store import DuckDBTabletStore
@@ -48,7 +48,6 @@ __all__ = [
     "DuckDBScanner",
     "DuckDBTabletStore",
     "EntryResult",
-    "RowError",
     "ScanSpec",
     "Scanner",
     "StorageOptions",

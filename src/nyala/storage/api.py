@@ -1,4 +1,10 @@
-"""The tablet store interface: small on purpose, so another engine could replace DuckDB."""
+"""The tablet store interface: small on purpose, so another engine could replace DuckDB.
+
+A row an entry could not apply is a :class:`~nyala.schema.RowFailure` (its position in the
+entry's batch and the error), the same value the tablet server answers Write with; the
+``RowError`` a client's user sees is built from it on the client, which alone holds the row's
+values (see :mod:`nyala.schema.rowops`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,9 @@ from typing import Protocol
 import pyarrow as pa
 
 from nyala.common.errors import NyalaError
-from nyala.schema import KeyRange, Predicate, Schema
+from nyala.schema import KeyRange, Predicate, RowFailure, Schema
 
-__all__ = ["ApplyEntry", "EntryResult", "RowError", "ScanSpec", "Scanner", "TabletSnapshot", "TabletStore"]
+__all__ = ["ApplyEntry", "EntryResult", "ScanSpec", "Scanner", "TabletSnapshot", "TabletStore"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -22,20 +28,15 @@ class ApplyEntry:
     payload: bytes | memoryview
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RowError:
-    """A row the entry could not apply: AlreadyPresent (INSERT) or NotFound (UPDATE, DELETE)."""
-
-    row: int  # position of the row in its entry's batch
-    error: NyalaError
-
-
 @dataclasses.dataclass(slots=True)
 class EntryResult:
-    """What applying one entry did.  ``error`` is set when the whole payload was rejected."""
+    """What applying one entry did.  ``error`` is set when the whole payload was rejected.
+
+    ``row_failures`` are the rows not applied, by position in the entry's batch, in order:
+    AlreadyPresent (INSERT) or NotFound (UPDATE, DELETE)."""
 
     index: int
-    row_errors: list[RowError] = dataclasses.field(default_factory=list)
+    row_failures: list[RowFailure] = dataclasses.field(default_factory=list)
     error: NyalaError | None = None
 
 

@@ -24,11 +24,11 @@ from nyala.common.errors import (
     NyalaError,
     StorageError,
 )
-from nyala.schema import OpType, Schema, decode_row_operations
+from nyala.schema import OpType, RowFailure, Schema, decode_row_operations
 from nyala.schema.types import INT_BITS
 
 from .alter import alter_statements
-from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
+from .api import ApplyEntry, EntryResult, ScanSpec, TabletSnapshot
 from .diskkeys import DiskKeys
 from .execute import Conflict, PlanExecutor
 from .files import copy_durably, fsync_dir
@@ -213,9 +213,9 @@ class DuckDBTabletStore:
                 errors = self._apply_optimistically(parts, entries[-1].index)
             for row, error in errors.items():
                 i = bisect.bisect_right(starts, row) - 1
-                results[owners[i]].row_errors.append(RowError(row - starts[i], error))
+                results[owners[i]].row_failures.append(RowFailure(row - starts[i], error))
             for r in results:
-                r.row_errors.sort(key=lambda e: e.row)
+                r.row_failures.sort(key=lambda e: e.row)
             self._applied = entries[-1].index
             if self._mrs_full():
                 self._wait_for_frozen()  # back-pressure: one frozen MemRowSet at a time

@@ -15,7 +15,7 @@ Raft transport, apply pool) plus:
   or a schema change, applied between the writes around it, in log order;
 - the write path: the leader validates a batch once (schema version, size, types, nulls,
   columns, partition), replicates those bytes, or joins them with the other writes of the
-  tablet that arrived with them into one entry (:mod:`.write_joiner`), waits until the
+  tablet that arrived with them into one entry (:mod:`.entry_joiner`), waits until the
   entry is applied and answers with its own per-row errors and the entry's index;
 - the scan path (:mod:`.service`, :mod:`.scan_spec`, :mod:`.scanners`): any RUNNING replica
   opens a store query with projection, predicates, key range, order and limit pushed down,
@@ -24,6 +24,16 @@ Raft transport, apply pool) plus:
   reports, early heartbeats when a tablet's leader or config changes, and the peers'
   addresses learned from the answers;
 - the admin and consensus calls (:mod:`.admin`).
+
+Where a write and a scan go, step by step, from the client's call to its answer (which event
+loop, task, queue, thread or thread pool does each part, and why), is told in
+docs/tserver.md, "The life of a write" and "The life of a scan".  In short, for a write: the
+service's task (:mod:`.service`) validates it in :class:`~.tablet.TabletReplica`, the entry
+joiner makes the Raft entry, the replica's drive task hands it to the transport and to the
+WAL's appender thread (one sync per group), the complete task sees it commit, an apply pool
+thread applies it to the store (:mod:`.state_machine`), and the answer is built in
+:mod:`.write_response`.  For a scan: a worker thread opens the store query, and a scan pool
+thread reads each call's rows into an Arrow IPC sidecar (:mod:`.scanners`).
 
 See docs/tserver.md for the lifecycle, the settings and the command line.
 """

@@ -1,32 +1,38 @@
-"""The payload of a tablet's Raft WRITE entries: one kind byte, then the body.
+"""The payload of a tablet's Raft WRITE entries: one kind byte (:class:`PayloadKind`), then the body.
 
-- kind 1, row operations: the body is the row-operation bytes (an Arrow IPC stream, see
-  :mod:`nyala.schema.rowops`) exactly as the client sent them, or the subset of rows that
+- ``WRITE`` (1), row operations: the body is the row-operation bytes (an Arrow IPC stream,
+  see :mod:`nyala.schema.rowops`) exactly as the client sent them, or the subset of rows that
   fall in the tablet's partition when some did not;
-- kind 2, alter schema: the body is ``{"schema": Schema.to_dict(), "version": n}`` as JSON;
-- kind 3, tracked row operations: a write with a request id (exactly-once).  A fixed header
-  (client id length, sequence number, first incomplete sequence number, number of dropped
-  rows), the client id, the positions of the rows the leader dropped as outside the tablet's
-  partition, then the row operations as in kind 1.  Every replica records the write's answer
-  under its request id when it applies the entry, so whichever replica leads next can answer
-  a retry without applying it again;
-- kind 4, joined writes: several client writes the leader received at the same time, joined
-  into one entry so that every replica decodes, checks and applies them once.  A count, then
-  per write a fixed header (has a request id, row count, client id length, sequence number,
-  first incomplete sequence number, number of dropped rows), its client id and dropped row
-  positions; then ONE row-operations stream holding every write's rows in order.  Applying
-  the rows in order is applying the writes one after another, so the outcome is the same.
+- ``ALTER`` (2), alter schema: the body is ``{"schema": Schema.to_dict(), "version": n}`` as
+  JSON;
+- ``TRACKED_WRITE`` (3), tracked row operations: a write with a request id (exactly-once).  A
+  fixed header (client id length, sequence number, first incomplete sequence number, number
+  of dropped rows), the client id, the positions of the rows the leader dropped as outside
+  the tablet's partition, then the row operations as in ``WRITE``.  Every replica records the
+  write's answer under its request id when it applies the entry, so whichever replica leads
+  next can answer a retry without applying it again;
+- ``JOINED_WRITE`` (4), joined writes: several client writes the leader received at the same
+  time, joined into one entry so that every replica decodes, checks and applies them once.  A
+  count, then per write a fixed header (has a request id, row count, client id length,
+  sequence number, first incomplete sequence number, number of dropped rows), its client id
+  and dropped row positions; then ONE row-operations stream holding every write's rows in
+  order.  Applying the rows in order is applying the writes one after another, so the outcome
+  is the same.
 
-The kind byte lets one log carry both, applied in log order, so every replica changes its
-schema at the same point between the same writes.
+The kind byte lets one log carry writes and schema changes, applied in log order, so every
+replica changes its schema at the same point between the same writes.  The numbers are part
+of the WAL's format: a log written by an earlier version must still decode, so a kind keeps
+its number forever and a new kind takes a new one.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from nyala.common.errors import Corruption, InvalidArgument
 from nyala.schema import Schema
@@ -35,6 +41,7 @@ __all__ = [
     "AlterPayload",
     "JoinedPayload",
     "JoinedWrite",
+    "PayloadKind",
     "RequestId",
     "WritePayload",
     "decode_payload",
@@ -44,12 +51,18 @@ __all__ = [
     "encode_write",
 ]
 
-KIND_WRITE = 1
-KIND_ALTER = 2
-KIND_TRACKED_WRITE = 3
-KIND_JOINED_WRITE = 4
-_WRITE_PREFIX = bytes([KIND_WRITE])
-_ALTER_PREFIX = bytes([KIND_ALTER])
+
+class PayloadKind(enum.IntEnum):
+    """The first byte of a WRITE entry's payload: what its body holds (fixed numbers, see above)."""
+
+    WRITE = 1
+    ALTER = 2
+    TRACKED_WRITE = 3
+    JOINED_WRITE = 4
+
+
+_WRITE_PREFIX = bytes([PayloadKind.WRITE])
+_ALTER_PREFIX = bytes([PayloadKind.ALTER])
 # client id length, seq_no, first_incomplete_seq_no, number of dropped rows
 _TRACKED_HEADER = struct.Struct("<HqqI")
 _COUNT = struct.Struct("<I")
@@ -113,11 +126,11 @@ def encode_tracked_write(
     client = request_id.client_id.encode()
     header = _TRACKED_HEADER.pack(len(client), request_id.seq_no, request_id.first_incomplete_seq_no, len(dropped_rows))
     dropped = struct.pack(f"<{len(dropped_rows)}i", *dropped_rows)
-    return b"".join((bytes([KIND_TRACKED_WRITE]), header, client, dropped, row_operations))
+    return b"".join((bytes([PayloadKind.TRACKED_WRITE]), header, client, dropped, row_operations))
 
 
 def encode_joined(writes: Sequence[JoinedWrite], row_operations: bytes) -> bytes:
-    parts = [bytes([KIND_JOINED_WRITE]), _COUNT.pack(len(writes))]
+    parts = [bytes([PayloadKind.JOINED_WRITE]), _COUNT.pack(len(writes))]
     for write in writes:
         rid = write.request_id
         client = rid.client_id.encode() if rid is not None else b""
@@ -142,20 +155,23 @@ def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayloa
     an entry's rows are often a megabyte, decoded on every replica."""
     if not payload:
         raise Corruption("tablet log entry has an empty payload")
-    kind = payload[0]
-    if kind == KIND_WRITE:
+    try:
+        kind = PayloadKind(payload[0])
+    except ValueError:
+        raise Corruption(f"tablet log entry has unknown payload kind {payload[0]}") from None
+    if kind is PayloadKind.WRITE:
         return WritePayload(memoryview(payload)[1:])
-    if kind == KIND_TRACKED_WRITE:
+    if kind is PayloadKind.TRACKED_WRITE:
         return _decode_tracked(payload)
-    if kind == KIND_JOINED_WRITE:
+    if kind is PayloadKind.JOINED_WRITE:
         return _decode_joined(payload)
-    if kind == KIND_ALTER:
+    if kind is PayloadKind.ALTER:
         try:
             body = json.loads(payload[1:])
             return AlterPayload(Schema.from_dict(body["schema"]), int(body["version"]))
         except (ValueError, KeyError, TypeError, InvalidArgument) as e:
             raise Corruption(f"tablet log entry holds an unreadable schema change: {e}") from e
-    raise Corruption(f"tablet log entry has unknown payload kind {kind}")
+    assert_never(kind)
 
 
 def _decode_tracked(payload: bytes) -> WritePayload:

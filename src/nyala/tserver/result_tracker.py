@@ -35,13 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nyala.common.errors import Aborted, InvalidArgument
-from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
-from nyala.rpc.status import error_to_status
-from nyala.storage import EntryResult
 from nyala.tserver.envelope import RequestId
 
-__all__ = ["ResultTracker", "client_row", "request_id_from_pb", "response_from_result"]
+__all__ = ["ResultTracker", "request_id_from_pb"]
 
 # A sweep for expired answers at most this often (seconds); they are few and small.
 _SWEEP_INTERVAL_S = 10.0
@@ -61,37 +58,6 @@ def request_id_from_pb(pb: tpb.RequestIdPB) -> RequestId:
             f"got {pb.first_incomplete_seq_no}"
         )
     return RequestId(client, pb.seq_no, pb.first_incomplete_seq_no)
-
-
-def client_row(row: int, dropped_rows: tuple[int, ...]) -> int:
-    """The position in the client's batch of the ``row``-th replicated row (``dropped_rows`` sorted)."""
-    for dropped in dropped_rows:
-        if dropped > row:
-            break
-        row += 1
-    return row
-
-
-def response_from_result(
-    tablet_id: str, result: EntryResult, dropped_rows: tuple[int, ...], outside: list[tpb.RowErrorPB] | None = None
-) -> tpb.WriteResponsePB:
-    """The Write answer for an applied entry: its row errors in the client's numbering, plus
-    the errors of the rows dropped as outside the partition (``outside``, or generic ones)."""
-    if outside is None:
-        outside = [
-            tpb.RowErrorPB(
-                row_index=row,
-                code=rpc_pb2.INVALID_ARGUMENT,
-                message=f"row does not belong to the partition of tablet {tablet_id}",
-            )
-            for row in dropped_rows
-        ]
-    errors = list(outside)
-    for row_error in result.row_errors:
-        code, message, _ = error_to_status(row_error.error)
-        errors.append(tpb.RowErrorPB(row_index=client_row(row_error.row, dropped_rows), code=code, message=message))
-    errors.sort(key=lambda e: e.row_index)
-    return tpb.WriteResponsePB(per_row_errors=errors, op_index=result.index)
 
 
 @dataclass(slots=True)

@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 
 from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import LogEntry
-from nyala.schema import Schema
-from nyala.storage import ApplyEntry, EntryResult, RowError, TabletStore
+from nyala.schema import RowFailure, Schema
+from nyala.storage import ApplyEntry, EntryResult, TabletStore
 from nyala.tserver.envelope import AlterPayload, JoinedPayload, JoinedWrite, RequestId, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, PendingAlter
-from nyala.tserver.result_tracker import ResultTracker, response_from_result
+from nyala.tserver.result_tracker import ResultTracker
+from nyala.tserver.write_response import response_from_result
 
 __all__ = ["JoinedResult", "TabletStateMachine", "check_schema_change", "split_joined"]
 
@@ -45,9 +46,9 @@ def split_joined(result: EntryResult, writes: Sequence[JoinedWrite]) -> JoinedRe
     """A joined entry's result, split by write (a refused entry refused every write)."""
     starts = list(itertools.accumulate((w.rows for w in writes), initial=0))[:-1]
     parts = tuple(EntryResult(result.index, [], result.error) for _ in writes)
-    for row_error in result.row_errors:
-        i = bisect.bisect_right(starts, row_error.row) - 1
-        parts[i].row_errors.append(RowError(row_error.row - starts[i], row_error.error))
+    for failure in result.row_failures:
+        i = bisect.bisect_right(starts, failure.row) - 1
+        parts[i].row_failures.append(RowFailure(failure.row - starts[i], failure.error))
     return JoinedResult(parts)
 
 

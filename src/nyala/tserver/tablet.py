@@ -7,9 +7,10 @@ error is kept and reported).  Writes and schema changes go through the leader:
 - a write is validated once, on the leader, against the current schema (types, nulls, sizes,
   columns, the client's schema version, the tablet's partition); rows that belong to another
   partition are answered with per-row errors and not written;
-- writes that arrive together are joined into one entry (:mod:`nyala.tserver.write_joiner`);
+- writes that arrive together are joined into one entry (:mod:`nyala.tserver.entry_joiner`);
   a write that goes alone keeps the bytes the client sent;
-- the leader waits for the entry to be applied and answers with its row errors and index;
+- the leader waits for the entry to be applied and answers with its row errors and index
+  (built in :mod:`nyala.tserver.write_response`);
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
   the recorded answer (see :mod:`nyala.tserver.result_tracker`).
 """
@@ -32,18 +33,26 @@ from nyala.common.errors import (
 )
 from nyala.consensus.core import RaftConfig, Role, encode_config
 from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
-from nyala.proto import common_pb2, consensus_pb2, rpc_pb2
+from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.schema import OP_COLUMN, RowOperationOptions, Schema, decode_row_operations, encode_row_operations
+from nyala.schema import (
+    OP_COLUMN,
+    RowFailure,
+    RowOperationOptions,
+    Schema,
+    decode_row_operations,
+    encode_row_operations,
+)
 from nyala.storage import DuckDBTabletStore, EntryResult
+from nyala.tserver.entry_joiner import EntryJoiner, PendingWrite
 from nyala.tserver.envelope import RequestId, encode_alter
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
-from nyala.tserver.result_tracker import ResultTracker, response_from_result
+from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import JoinedResult, check_schema_change
-from nyala.tserver.write_joiner import PendingWrite, WriteJoiner
+from nyala.tserver.write_response import outside_partition, response_from_result, write_response
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
 
@@ -83,7 +92,7 @@ class TabletReplica:
         self.error = ""
         self._filter: PartitionFilter | None = None
         self._alter_lock = asyncio.Lock()
-        self._joiner: WriteJoiner | None = None
+        self._entry_joiner: EntryJoiner | None = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -164,16 +173,16 @@ class TabletReplica:
         request_id: RequestId | None = None,
     ) -> tpb.WriteResponsePB:
         """Validate, replicate and apply one batch of row operations; the leader only."""
-        raft = self.require_leader()
-        if self._joiner is None:
-            self._joiner = WriteJoiner(self._replicate_entry, max_bytes)
+        self.require_leader()
+        if self._entry_joiner is None:
+            self._entry_joiner = EntryJoiner(self._replicate_entry, max_bytes)
         if request_id is None:
-            return await self._write(raft, row_operations, schema_version, options, max_bytes, None)
+            return await self._write(row_operations, schema_version, options, max_bytes, None)
         answer = await self._recorded_answer(request_id)
         if answer is not None:
             self.duplicate_writes += 1
             return answer
-        write = self._write(raft, row_operations, schema_version, options, max_bytes, request_id)
+        write = self._write(row_operations, schema_version, options, max_bytes, request_id)
         return await asyncio.shield(self.tracker.start(request_id, write))
 
     async def _recorded_answer(self, request_id: RequestId) -> tpb.WriteResponsePB | None:
@@ -189,7 +198,6 @@ class TabletReplica:
 
     async def _write(
         self,
-        raft: RaftReplica,
         row_operations: memoryview,
         schema_version: int,
         options: RowOperationOptions,
@@ -205,25 +213,25 @@ class TabletReplica:
             )
         ops = decode_row_operations(row_operations, meta.schema, options)
         if len(ops) == 0:
-            return tpb.WriteResponsePB()
+            return write_response([])
         assert self._filter is not None
         outside = self._filter.rows_outside(ops.data)
-        errors = [self._outside_error(ops.data, row) for row in outside]
+        failures = [self._outside_failure(ops.data, row) for row in outside]
         payload: bytes | memoryview = row_operations
         kept_ops, kept_data = ops.ops, ops.data
         if outside:
             if len(outside) == len(ops):
-                return tpb.WriteResponsePB(per_row_errors=errors)
+                return write_response(failures)
             kept = _without_rows(row_operations, set(outside))
             kept_ops, kept_data = kept.column(0).combine_chunks(), kept.drop_columns([OP_COLUMN])
             payload = encode_row_operations(kept)
         dropped = tuple(sorted(outside))
-        assert self._joiner is not None
+        assert self._entry_joiner is not None
         pending = PendingWrite(kept_ops, kept_data, payload, request_id, dropped, joinable=not ops.groups)
-        result: EntryResult = await self._joiner.submit(pending)
+        result: EntryResult = await self._entry_joiner.submit(pending)
         if result.error is not None:
             raise result.error
-        return response_from_result(self.tablet_id, result, dropped, errors)
+        return response_from_result(self.tablet_id, result, dropped, failures)
 
     def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:
         if version < meta.schema_version:
@@ -237,16 +245,12 @@ class TabletReplica:
                 f"version {meta.schema_version} so far; retry"
             )
 
-    def _outside_error(self, data: pa.Table, row: int) -> tpb.RowErrorPB:
+    def _outside_failure(self, data: pa.Table, row: int) -> RowFailure:
         key = {name: data.column(name)[row].as_py() for name in self.meta.schema.key_names}
-        return tpb.RowErrorPB(
-            row_index=row,
-            code=rpc_pb2.INVALID_ARGUMENT,
-            message=f"row with key {key} does not belong to the partition of tablet {self.tablet_id}",
-        )
+        return outside_partition(self.tablet_id, row, key)
 
     async def _replicate_entry(self, entry: bytes) -> EntryResult | JoinedResult:
-        """Replicate an entry of the write joiner, if this replica still leads."""
+        """Replicate an entry of the entry joiner, if this replica still leads."""
         return await self._replicate(self.require_leader(), entry)
 
     async def _replicate(self, raft: RaftReplica, payload: bytes) -> EntryResult:

@@ -21,7 +21,7 @@ from nyala.common.errors import (
     ServiceUnavailable,
     TimedOut,
 )
-from nyala.schema import OpType
+from nyala.schema import OpType, RowFailure
 from tests.unit.client.fakes import FakeCluster, FakeTablet
 from tests.unit.client.helpers import FAST, count_pauses, hashed, kv_schema, rows
 
@@ -400,7 +400,8 @@ def test_a_plain_dict_row_waits_as_python_values_and_converts_as_arrow_would(row
     assert batch.ops.equals(reference.ops)
     # Never below Arrow's size (limits are checked on it), and not far above.
     assert reference.nbytes <= batch.nbytes <= reference.nbytes + 17 * len(row)
-    assert batch.errors_at([(0, NotFound("gone"))])[0].row == reference.errors_at([(0, NotFound("gone"))])[0].row
+    gone = [RowFailure(0, NotFound("gone"))]
+    assert batch.errors_at(gone)[0].row == reference.errors_at(gone)[0].row
 
 
 @pytest.mark.parametrize(

@@ -142,7 +142,7 @@ def test_random_batches_match_the_model(manager: TabletStoreManager, schema: Sch
         position += len(group)
         for result in store.apply(group):
             assert result.error is None
-            got.append([(e.row, type(e.error)) for e in result.row_errors])
+            got.append([(e.row, type(e.error)) for e in result.row_failures])
     assert got == expected
     assert store.applied_index() == len(batches)
     rows = store.scan(ScanSpec(ordered=True)).read_all().to_pylist()
@@ -244,7 +244,7 @@ def test_memrowset_flushes_and_replay_match_the_model(
             outcomes = [model.apply(op, row) for op, row in zip(ops, rows, strict=True)]
             expected = [(i, e) for i, e in enumerate(outcomes) if e is not None]
             (result,) = store.apply([entry])
-            first_results[entry.index] = [(e.row, type(e.error)) for e in result.row_errors]
+            first_results[entry.index] = [(e.row, type(e.error)) for e in result.row_failures]
             assert first_results[entry.index] == expected
             assert store.scan(ScanSpec(ordered=True)).read_all().to_pylist() == model.sorted_rows()
             if entry.index in flush_after:
@@ -259,7 +259,7 @@ def test_memrowset_flushes_and_replay_match_the_model(
         assert durable_before_close <= durable <= len(batches)
         for entry in payloads[durable:]:
             (result,) = store.apply([entry])
-            assert [(e.row, type(e.error)) for e in result.row_errors] == first_results[entry.index]
+            assert [(e.row, type(e.error)) for e in result.row_failures] == first_results[entry.index]
         assert store.scan(ScanSpec(ordered=True)).read_all().to_pylist() == model.sorted_rows()
         ordered_keys = store.scan(ScanSpec(projection=schema.key_names, ordered=True, limit=3)).read_all()
         assert ordered_keys.to_pylist() == [{k: r[k] for k in schema.key_names} for r in model.sorted_rows()][:3]

@@ -38,7 +38,7 @@ def manager(tmp_path: Path) -> Iterator[TabletStoreManager]:
 def insert(store: TabletStore, index: int, ids: range, schema: Schema = SCHEMA) -> None:
     rows = [{"id": i, "v": float(i), "s": f"s{i}"} for i in ids]
     results = store.apply([ApplyEntry(index, make_row_operations(schema, OpType.INSERT, rows))])
-    assert results[0].row_errors == []
+    assert results[0].row_failures == []
     assert results[0].error is None
 
 
@@ -85,15 +85,15 @@ def test_every_type_round_trips_and_filters(manager: TabletStoreManager) -> None
     bounded = scan_rows(store, key_range=KeyRange(tuple(rows[1][k] for k in ("ts", "d", "b")), None, False))
     assert bounded == rows[2:]
     again = store.apply([ApplyEntry(2, make_row_operations(schema, OpType.INSERT, rows[:1]))])
-    assert isinstance(again[0].row_errors[0].error, AlreadyPresent)
+    assert isinstance(again[0].row_failures[0].error, AlreadyPresent)
     # Reopened, the in-memory index of DuckDB's keys is rebuilt from the file: it must know
     # every key type in the form incoming rows take, or duplicates would slip into memory.
     assert store.flush()
     store.close()
     store = manager.open_tablet("types")
     again = store.apply([ApplyEntry(3, make_row_operations(schema, OpType.INSERT, rows))])
-    assert [e.row for e in again[0].row_errors] == list(range(len(rows)))
-    assert all(isinstance(e.error, AlreadyPresent) for e in again[0].row_errors)
+    assert [e.row for e in again[0].row_failures] == list(range(len(rows)))
+    assert all(isinstance(e.error, AlreadyPresent) for e in again[0].row_failures)
     changed = {**rows[2], "txt": "upserted"}
     store.apply([ApplyEntry(4, make_row_operations(schema, OpType.UPSERT, [changed]))])
     assert store.memrowset_rows() == 1
@@ -265,7 +265,7 @@ def test_scans_during_memrowset_flushes_see_each_row_once(tmp_path: Path) -> Non
                 index += 1
                 rows = [{"id": k, "v": -1.0, "s": "again"} for k in range(0, (i + 1) * 100, 7)]
                 (result,) = store.apply([ApplyEntry(index, make_row_operations(SCHEMA, OpType.UPSERT, rows))])
-                assert result.row_errors == []
+                assert result.row_failures == []
         for ids in scans:
             assert len(ids) % 100 == 0
             assert len(set(ids)) == len(ids)
@@ -301,8 +301,8 @@ def test_applies_and_scans_go_on_while_a_frozen_memrowset_flushes(
             newer: list[dict[str, Any]] = [{"id": 3, "v": -3.0, "s": "newer"}, {"id": 20, "v": 20.0, "s": "s20"}]
             (upserted,) = store.apply([ApplyEntry(2, make_row_operations(SCHEMA, OpType.UPSERT, newer))])
             (again,) = store.apply([ApplyEntry(3, make_row_operations(SCHEMA, OpType.INSERT, [newer[0]]))])
-            assert upserted.row_errors == []
-            assert [type(e.error) for e in again.row_errors] == [AlreadyPresent]
+            assert upserted.row_failures == []
+            assert [type(e.error) for e in again.row_failures] == [AlreadyPresent]
             expected = sorted(
                 [{"id": i, "v": float(i), "s": f"s{i}"} for i in range(10) if i != 3] + newer, key=lambda r: r["id"]
             )
@@ -355,8 +355,8 @@ def test_duplicate_keys_within_one_insert_batch(manager: TabletStoreManager) -> 
     rows = [{"id": 1, "v": 1.0, "s": "a"}, {"id": 2, "v": 2.0, "s": "b"}, {"id": 1, "v": 3.0, "s": "c"}]
     strict, lenient = (make_row_operations(SCHEMA, op, rows) for op in (OpType.INSERT, OpType.INSERT_IGNORE))
     first, second = store.apply([ApplyEntry(1, strict), ApplyEntry(2, lenient)])
-    assert [(e.row, type(e.error)) for e in first.row_errors] == [(2, AlreadyPresent)]
-    assert second.row_errors == []
+    assert [(e.row, type(e.error)) for e in first.row_failures] == [(2, AlreadyPresent)]
+    assert second.row_failures == []
     assert scan_rows(store) == rows[:2]
     assert store.applied_index() == 2
 

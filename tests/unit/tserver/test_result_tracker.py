@@ -16,7 +16,8 @@ from nyala.schema import OpType
 from nyala.schema import make_row_operations as ops
 from nyala.storage import TabletStoreManager
 from nyala.tserver.envelope import RequestId, WritePayload, decode_payload, encode_tracked_write
-from nyala.tserver.result_tracker import ResultTracker, client_row, request_id_from_pb
+from nyala.tserver.result_tracker import ResultTracker, request_id_from_pb
+from nyala.tserver.write_response import client_row
 
 from .conftest import SCHEMA, metadata
 from .test_tablet_write import LIMITS, MAX_BYTES, make_tablet, rows, scan_ids

@@ -49,10 +49,10 @@ def test_writes_and_schema_changes_apply_in_log_order(tmp_path: Path, stores: Ta
     log = [write(1, OpType.INSERT, [1, 2]), write(2, OpType.INSERT, [2, 3]), alter(3, wider, 1)]
     results = entry_results(machine.apply([*log, write(4, OpType.DELETE, [9])]))
     assert [r.index for r in results] == [1, 2, 3, 4]
-    assert [(e.row, type(e.error)) for e in results[1].row_errors] == [(0, AlreadyPresent)]
+    assert [(e.row, type(e.error)) for e in results[1].row_failures] == [(0, AlreadyPresent)]
     assert results[2].error is None
-    assert results[2].row_errors == []
-    assert [e.row for e in results[3].row_errors] == [0]
+    assert results[2].row_failures == []
+    assert [e.row for e in results[3].row_failures] == [0]
     assert machine.applied_index() == 4
     assert (file.current.schema, file.current.schema_version, file.current.pending_alter) == (wider, 1, None)
     assert TabletMetadata.load(tmp_path).schema_version == 1
@@ -103,7 +103,7 @@ def test_a_joined_entry_answers_each_write_with_its_own_rows(tmp_path: Path, sto
     [result] = machine.apply([LogEntry(1, 2, EntryType.WRITE, payload)])
     assert isinstance(result, JoinedResult)
     # The writes apply in order: the second write's 2 repeats the first write's.
-    errors = [[(e.row, type(e.error)) for e in r.row_errors] for r in result.results]
+    errors = [[(e.row, type(e.error)) for e in r.row_failures] for r in result.results]
     assert errors == [[], [(0, AlreadyPresent), (1, AlreadyPresent)], []]
     assert [r.index for r in result.results] == [2, 2, 2]
     answer = machine.tracker.lookup(rid)

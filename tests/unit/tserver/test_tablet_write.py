@@ -311,9 +311,9 @@ def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
         second = start(2)
         await until(lambda: len(raft.payloads) == 2)  # two entries in flight: later writes wait
         waiting, kept = start(3), start(4)
-        assert t._joiner is not None
-        joiner = t._joiner
-        await until(lambda: len(joiner._pending) == 2)
+        assert t._entry_joiner is not None
+        entry_joiner = t._entry_joiner
+        await until(lambda: len(entry_joiner._pending) == 2)
         waiting.cancel()
         assert raft.delay is not None
         raft.delay.set()

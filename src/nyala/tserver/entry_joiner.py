@@ -1,4 +1,4 @@
-"""The leader joins the writes of a tablet that arrive together into one Raft entry.
+"""The entry joiner: the leader joins the writes of a tablet that arrive together into one Raft entry.
 
 Every entry costs each replica a fixed price whatever its size: the Arrow stream is opened
 and checked again, the store splits it into parts and adds them to the MemRowSet, the WAL
@@ -12,8 +12,9 @@ when joining pays.
 
 Writes are joined only when their row operations have the same Arrow schema (the same
 columns, so concatenating them changes no write) and every row sets every column, and only
-up to ``max_bytes`` an entry.  A write alone keeps the bytes the client sent (kinds 1 and 3 of the envelope); joined
-writes are re-encoded as one stream (kind 4).  Each caller gets its own write's result
+up to ``max_bytes`` an entry.  A write alone keeps the bytes the client sent (a ``WRITE`` or
+``TRACKED_WRITE`` payload, see :mod:`nyala.tserver.envelope`); joined writes are re-encoded as
+one stream (a ``JOINED_WRITE`` payload).  Each caller gets its own write's result
 (:func:`nyala.tserver.state_machine.split_joined`) or the error that stopped the entry.
 """
 
@@ -30,7 +31,7 @@ from nyala.storage import EntryResult
 from nyala.tserver.envelope import JoinedWrite, RequestId, encode_joined, encode_tracked_write, encode_write
 from nyala.tserver.state_machine import JoinedResult
 
-__all__ = ["PendingWrite", "WriteJoiner"]
+__all__ = ["EntryJoiner", "PendingWrite"]
 
 # Room kept per write for its joined header (client ids are at most 64 bytes), besides four
 # bytes per dropped row.
@@ -65,7 +66,7 @@ class PendingWrite:
         return self.data.add_column(0, OP_COLUMN, self.ops)
 
 
-class WriteJoiner:
+class EntryJoiner:
     """Collects a tablet's writes for one loop turn, then replicates them as few entries."""
 
     def __init__(self, replicate: Callable[[bytes], Awaitable[EntryResult | JoinedResult]], max_bytes: int) -> None:

@@ -1,13 +1,14 @@
-"""The client sends small writes to one tablet that start together as one Write RPC.
+"""The client's write batcher: small writes to one tablet that start together go as one Write RPC.
 
 Many callers writing a few rows each (``table.insert(row)`` from many tasks or threads) would
 each cost a Write RPC: framing, a request id, an Arrow stream to encode, and on the tablet
 server a call to parse, a stream to decode and check, a partition check and an answer.  So
-the write path hands each tablet batch to the client's :class:`WriteJoiner` instead of
-sending it at once.  At the end of the current turn of the client's event loop, the batches
-for the same tablet (same table, schema version, partition and columns) go as one batch in
-one Write, up to ``write_batch_max_bytes``, rows in the order the batches were handed over.
-Each caller gets the row errors of its own rows.
+the write path hands each tablet batch to the client's :class:`WriteBatcher` (Kudu's client
+calls its equivalent the Batcher) instead of sending it at once.  At the end of the current
+turn of the client's event loop, the batches for the same tablet (same table, schema
+version, partition and columns) go as one batch in one Write, up to
+``write_batch_max_bytes``, rows in the order the batches were handed over.  Each caller gets
+the row errors of its own rows.
 
 While a Write to a tablet is in flight, groups of batches for that tablet smaller than
 ``SMALL_WRITE_BYTES`` are held until no Write to it is in flight, and then go together, as
@@ -15,17 +16,17 @@ Nagle's algorithm does for small segments.  Under load a Write RPC, and the Raft
 it, costs far more than a row (about 5 ms of server CPU against a few microseconds a row):
 64 single-row writers over 6 tablets sent 5 callers' rows a Write instead of 2.5 this way
 (docs/benchmarks.md).  When a Write is answered, the batches its callers hand over in
-response (a writer that waits for each row writes the next at once) join the held ones
-before they go; otherwise they would be held behind that next Write, which would carry
-fewer rows (the 64 writers: 6.8 callers a Write instead of 5.6).  A lone writer never
-waits, since nothing is in flight when it writes, and larger groups go at once, so batched
-writers keep several Writes to a tablet in flight.
+response (a writer that waits for each row writes the next at once) go with the held ones;
+otherwise they would be held behind that next Write, which would carry fewer rows (the 64
+writers: 6.8 callers a Write instead of 5.6).  A lone writer never waits, since nothing is
+in flight when it writes, and larger groups go at once, so batched writers keep several
+Writes to a tablet in flight.
 A held batch whose deadline passes is answered with TimedOut row errors, unsent.
 
-A joined Write is one request with one request id, retried as a whole; it stops at the
+A batched Write is one request with one request id, retried as a whole; it stops at the
 earliest deadline among its callers (they share the client's default in the common case).
 Order within a session is kept: a session sends the next batch for a tablet only once the
-previous one has been answered, so two batches of one session are never joined.  Rows of
+previous one has been answered, so two batches of one session never share a Write.  Rows of
 different callers have no order between them, as before.
 """
 
@@ -36,31 +37,31 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from nyala.common.errors import NyalaError
-from nyala.schema import Partition
+from nyala.schema import Partition, RowFailure
 
 from ._retry import Deadline
 from .meta_cache import TableInfo
 from .operations import OpBatch, RowError
 
-__all__ = ["WriteJoiner", "WriteOutcome"]
+__all__ = ["WriteBatcher", "WriteOutcome"]
 
 
 @dataclasses.dataclass(slots=True)
 class WriteOutcome:
     """What a Write did to its batch: the failed rows by position."""
 
-    failures: list[tuple[int, NyalaError]]
+    failures: list[RowFailure]
     tablet_id: str = ""
     ambiguous: bool = False
 
     @classmethod
     def failed(cls, rows: int, error: NyalaError, tablet_id: str = "", ambiguous: bool = False) -> WriteOutcome:
-        return cls([(i, error) for i in range(rows)], tablet_id, ambiguous)
+        return cls([RowFailure(i, error) for i in range(rows)], tablet_id, ambiguous)
 
     def row_errors(self, batch: OpBatch, offset: int = 0) -> list[RowError]:
         """The errors of ``batch``'s rows, which were rows ``offset``.. of the Write."""
         end = offset + batch.num_rows
-        mine = [(i - offset, e) for i, e in self.failures if offset <= i < end]
+        mine = [RowFailure(f.row - offset, f.error) for f in self.failures if offset <= f.row < end]
         return batch.errors_at(mine, tablet_id=self.tablet_id, ambiguous=self.ambiguous)
 
 
@@ -91,13 +92,13 @@ SMALL_WRITE_BYTES = 4096
 _TIMER_SLACK_S = 0.002
 
 
-class WriteJoiner:
+class WriteBatcher:
     """Collects tablet batches for one loop turn and writes those that can go together."""
 
     def __init__(self, run: WriteRunner, max_bytes: int) -> None:
         self._run_write = run
         self._max_bytes = max_bytes
-        # A group can never grow past a join's limit: with a small one, holding would only
+        # A group can never grow past a Write's limit: with a small one, holding would only
         # send the tablet's Writes one at a time.
         self._small_bytes = min(SMALL_WRITE_BYTES, max_bytes // 2)
         self._pending: list[_Pending] = []
@@ -181,7 +182,7 @@ class WriteJoiner:
         if self._pending:
             # The callers of the answered Write woke before this callback and may have handed
             # over new batches, whose flush is already queued: pump after it, so that theirs
-            # join the held ones.  Flushing here instead would split the turn's other batches.
+            # go with the held ones.  Flushing here instead would split the turn's other batches.
             asyncio.get_running_loop().call_soon(self._pump, key)
         else:
             self._pump(key)
@@ -193,7 +194,7 @@ class WriteJoiner:
             if p.future.done():
                 continue  # cancelled before it was sent: its caller is gone, drop its rows
             if p.deadline.expired:
-                # Never sent, so not ambiguous; and not joined, which would cut the others' Write short.
+                # Never sent, so not ambiguous; and not batched, which would cut the others' Write short.
                 error = p.deadline.timed_out(None, 0)
                 p.future.set_result(p.batch.row_errors(error, tablet_id=""))
                 continue

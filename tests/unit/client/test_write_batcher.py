@@ -1,4 +1,4 @@
-"""The client's write joiner, with a stand-in for the Write that records what it was given."""
+"""The client's write batcher, with a stand-in for the Write that records what it was given."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from nyala.client._retry import Deadline
 from nyala.client.meta_cache import TableInfo
 from nyala.client.operations import OpBatch, RowError, encode_batch
-from nyala.client.write_joiner import SMALL_WRITE_BYTES, WriteJoiner, WriteOutcome
+from nyala.client.write_batcher import SMALL_WRITE_BYTES, WriteBatcher, WriteOutcome
 from nyala.common.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
 from nyala.rpc.loop import run
-from nyala.schema import OpType, Partition
+from nyala.schema import OpType, Partition, RowFailure
 
 from .helpers import kv_schema
 
@@ -57,17 +57,18 @@ class Recorder:
         self.sent.append((partition.partition_key_start, ids))
         if self.error is not None:
             raise self.error
-        return WriteOutcome([(i, AlreadyPresent("present")) for i, k in enumerate(ids) if k in self.present], "t1")
+        present = [RowFailure(i, AlreadyPresent("present")) for i, k in enumerate(ids) if k in self.present]
+        return WriteOutcome(present, "t1")
 
 
 def failed_ids(errors: list[RowError]) -> list[int]:
     return [e.row["id"] for e in errors]
 
 
-def together(joiner: WriteJoiner, *writes: tuple[Partition, OpBatch]) -> list[list[RowError] | BaseException]:
+def together(batcher: WriteBatcher, *writes: tuple[Partition, OpBatch]) -> list[list[RowError] | BaseException]:
     async def all_of() -> list[list[RowError] | BaseException]:
         deadline = Deadline(10, "test")
-        calls = (joiner.write(TABLE, p, b, deadline) for p, b in writes)
+        calls = (batcher.write(TABLE, p, b, deadline) for p, b in writes)
         return await asyncio.gather(*calls, return_exceptions=True)
 
     return run(all_of())
@@ -75,8 +76,8 @@ def together(joiner: WriteJoiner, *writes: tuple[Partition, OpBatch]) -> list[li
 
 def test_writes_to_one_tablet_started_together_are_one_write_and_each_gets_its_errors() -> None:
     recorder = Recorder(present=frozenset({2, 4}))
-    joiner = WriteJoiner(recorder, 1 << 20)
-    results = together(joiner, (P0, batch(1, 2)), (P0, batch(3, 4, 5)), (P1, batch(6)))
+    batcher = WriteBatcher(recorder, 1 << 20)
+    results = together(batcher, (P0, batch(1, 2)), (P0, batch(3, 4, 5)), (P1, batch(6)))
     assert recorder.sent == [(b"\x00", [1, 2, 3, 4, 5]), (b"\x01", [6])]
     assert [failed_ids(r) for r in results if isinstance(r, list)] == [[2], [4], []]
     assert all(e.tablet_id == "t1" for r in results if isinstance(r, list) for e in r)
@@ -85,28 +86,28 @@ def test_writes_to_one_tablet_started_together_are_one_write_and_each_gets_its_e
 def test_batches_with_other_columns_or_over_the_size_limit_go_separately() -> None:
     recorder = Recorder()
     small = batch(1)
-    joiner = WriteJoiner(recorder, 2 * small.nbytes)
-    together(joiner, (P0, small), (P0, batch(2, with_v=False)), (P0, batch(3)), (P0, batch(4)))
+    batcher = WriteBatcher(recorder, 2 * small.nbytes)
+    together(batcher, (P0, small), (P0, batch(2, with_v=False)), (P0, batch(3)), (P0, batch(4)))
     assert recorder.sent == [(b"\x00", [1, 3]), (b"\x00", [2]), (b"\x00", [4])]
 
 
 def test_a_failed_write_fails_every_caller_in_it() -> None:
     recorder = Recorder(error=NetworkError("connection reset"))
-    joiner = WriteJoiner(recorder, 1 << 20)
-    results = together(joiner, (P0, batch(1)), (P0, batch(2)))
+    batcher = WriteBatcher(recorder, 1 << 20)
+    results = together(batcher, (P0, batch(1)), (P0, batch(2)))
     assert [type(r) for r in results] == [NetworkError, NetworkError]
 
 
 def test_a_caller_cancelled_before_the_write_is_sent_is_left_out() -> None:
     recorder = Recorder()
-    joiner = WriteJoiner(recorder, 1 << 20)
+    batcher = WriteBatcher(recorder, 1 << 20)
 
     async def scenario() -> list[RowError]:
         deadline = Deadline(10, "test")
-        gone = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        kept = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
-        await asyncio.sleep(0)  # both tasks ran up to the joiner; its flush comes next
-        assert len(joiner._pending) == 2
+        gone = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
+        kept = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
+        await asyncio.sleep(0)  # both tasks ran up to the batcher; its flush comes next
+        assert len(batcher._pending) == 2
         assert not recorder.sent
         gone.cancel()
         return await kept
@@ -129,7 +130,7 @@ class Gate(Recorder):
 
 
 async def until(condition: Callable[[], bool]) -> None:
-    """Let the loop run until ``condition`` holds: the joiner and the Gate share one loop, so
+    """Let the loop run until ``condition`` holds: the batcher and the Gate share one loop, so
     this waits for callbacks, never for time."""
     for _ in range(1_000):
         if condition():
@@ -140,14 +141,14 @@ async def until(condition: Callable[[], bool]) -> None:
 
 def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_together() -> None:
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
 
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
         await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
-        later = [asyncio.ensure_future(joiner.write(TABLE, P0, batch(i), deadline)) for i in (2, 3)]
-        other = asyncio.ensure_future(joiner.write(TABLE, P1, batch(4), deadline))
+        later = [asyncio.ensure_future(batcher.write(TABLE, P0, batch(i), deadline)) for i in (2, 3)]
+        other = asyncio.ensure_future(batcher.write(TABLE, P1, batch(4), deadline))
         await until(lambda: len(gate.sent) == 2)  # 4 was sent in the same turn that held 2 and 3
         assert gate.sent == [(b"\x00", [1]), (b"\x01", [4])]  # another tablet does not wait
         gate.opened.set()
@@ -161,18 +162,18 @@ def test_callers_answered_by_a_write_that_write_again_go_with_the_held_batches()
     # Closed-loop writers (each waits for its row, then writes the next) would otherwise split
     # into two cohorts per tablet that take turns, each with half the rows a Write could carry.
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
 
     async def writer(deadline: Deadline) -> list[RowError]:
-        errors = await joiner.write(TABLE, P0, batch(1), deadline)
-        return errors + await joiner.write(TABLE, P0, batch(5), deadline)
+        errors = await batcher.write(TABLE, P0, batch(1), deadline)
+        return errors + await batcher.write(TABLE, P0, batch(5), deadline)
 
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
         looping = asyncio.ensure_future(writer(deadline))
         await until(lambda: len(gate.sent) == 1)
-        held = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
-        await until(lambda: bool(joiner._held))
+        held = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
+        await until(lambda: bool(batcher._held))
         gate.opened.set()
         return list(await asyncio.gather(looping, held))
 
@@ -182,15 +183,15 @@ def test_callers_answered_by_a_write_that_write_again_go_with_the_held_batches()
 
 def test_an_answer_in_the_middle_of_a_turn_does_not_split_that_turns_batches() -> None:
     recorder = Recorder()
-    joiner = WriteJoiner(recorder, 1 << 20)
+    batcher = WriteBatcher(recorder, 1 << 20)
 
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
         other_key = (TABLE.id, TABLE.schema_version, P1.partition_key_start)
-        joiner._in_flight[other_key] = 1  # a Write to another tablet, answered between the two
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
-        asyncio.get_running_loop().call_soon(joiner._answered, other_key)
-        second = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
+        batcher._in_flight[other_key] = 1  # a Write to another tablet, answered between the two
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
+        asyncio.get_running_loop().call_soon(batcher._answered, other_key)
+        second = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
         return list(await asyncio.gather(first, second))
 
     assert run(scenario()) == [[], []]
@@ -199,15 +200,15 @@ def test_an_answer_in_the_middle_of_a_turn_does_not_split_that_turns_batches() -
 
 def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
     large = batch(*range(10, 10 + SMALL_WRITE_BYTES // 8))
     assert large.nbytes >= SMALL_WRITE_BYTES
 
     async def scenario() -> None:
         deadline = Deadline(10, "test")
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
         await until(lambda: len(gate.sent) == 1)
-        second = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
+        second = asyncio.ensure_future(batcher.write(TABLE, P0, large, deadline))
         await until(lambda: len(gate.sent) == 2)
         assert [len(ids) for _, ids in gate.sent] == [1, large.num_rows]
         gate.opened.set()
@@ -218,13 +219,13 @@ def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
 
 def test_a_held_batch_whose_deadline_passes_times_out_unsent_and_does_not_cut_others_short() -> None:
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
 
     async def scenario() -> tuple[list[RowError], list[RowError]]:
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), Deadline(10, "test")))
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), Deadline(10, "test")))
         await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
-        hurried = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), Deadline(0.05, "a short write")))
-        patient = asyncio.ensure_future(joiner.write(TABLE, P0, batch(3), Deadline(10, "test")))
+        hurried = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), Deadline(0.05, "a short write")))
+        patient = asyncio.ensure_future(batcher.write(TABLE, P0, batch(3), Deadline(10, "test")))
         errors = await asyncio.wait_for(hurried, 5)  # answered at its deadline, not when the gate opens
         assert not patient.done()
         gate.opened.set()
@@ -241,16 +242,16 @@ def test_a_held_batch_whose_deadline_passes_times_out_unsent_and_does_not_cut_ot
 
 def test_a_large_batch_behind_a_small_one_it_cannot_join_is_not_held() -> None:
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
     large = batch(*range(10, 10 + SMALL_WRITE_BYTES // 8))
 
     async def scenario() -> None:
         deadline = Deadline(10, "test")
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
         await until(lambda: len(gate.sent) == 1)
         # Another column set: the small batch and the large one cannot go together.
-        small = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2, with_v=False), deadline))
-        big = asyncio.ensure_future(joiner.write(TABLE, P0, large, deadline))
+        small = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2, with_v=False), deadline))
+        big = asyncio.ensure_future(batcher.write(TABLE, P0, large, deadline))
         await until(lambda: len(gate.sent) == 2)  # the large one went in the turn that held the small one
         assert [ids[0] for _, ids in gate.sent] == [1, 10]
         gate.opened.set()
@@ -262,17 +263,17 @@ def test_a_large_batch_behind_a_small_one_it_cannot_join_is_not_held() -> None:
 
 def test_closing_fails_the_held_batches_and_refuses_new_ones() -> None:
     gate = Gate()
-    joiner = WriteJoiner(gate, 1 << 20)
+    batcher = WriteBatcher(gate, 1 << 20)
 
     async def scenario() -> list[BaseException | list[RowError]]:
         deadline = Deadline(10, "test")
-        first = asyncio.ensure_future(joiner.write(TABLE, P0, batch(1), deadline))
+        first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
         await until(lambda: len(gate.sent) == 1)
-        held = asyncio.ensure_future(joiner.write(TABLE, P0, batch(2), deadline))
-        await until(lambda: bool(joiner._held))
-        joiner.close(IllegalState("the client is closed"))
+        held = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
+        await until(lambda: bool(batcher._held))
+        batcher.close(IllegalState("the client is closed"))
         gate.opened.set()
-        after = joiner.write(TABLE, P0, batch(3), deadline)
+        after = batcher.write(TABLE, P0, batch(3), deadline)
         return list(await asyncio.gather(first, held, after, return_exceptions=True))
 
     first, held, after = run(scenario())
@@ -293,7 +294,7 @@ def test_a_joined_batch_is_encoded_as_one_record_batch() -> None:
 @pytest.mark.parametrize("offset", [0, 2])
 def test_an_outcome_gives_a_batch_the_errors_of_its_own_rows(offset: int) -> None:
     error = AlreadyPresent("present")
-    outcome = WriteOutcome([(1, error), (3, error)], "t9", ambiguous=True)
+    outcome = WriteOutcome([RowFailure(1, error), RowFailure(3, error)], "t9", ambiguous=True)
     # Rows 1 and 3 of the Write failed: the batch's second row either way, never another.
     errors = outcome.row_errors(batch(10, 11), offset)
     assert [(e.row["id"], e.tablet_id, e.after_ambiguous_retry) for e in errors] == [(11, "t9", True)]
