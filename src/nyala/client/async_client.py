@@ -139,6 +139,11 @@ class AsyncClient:
     def client_location(self) -> str:
         return self._ctx.masters.client_location
 
+    @property
+    def messenger(self) -> Messenger:
+        """The client's RPC connections, for operator tools that call servers directly (ksck)."""
+        return self._ctx.messenger
+
     def _check(self) -> None:
         if self._closed:
             raise IllegalState("the client is closed")
