@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
+from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger

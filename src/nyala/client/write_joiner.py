@@ -35,7 +35,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.schema import Partition
 
 from ._retry import Deadline

@@ -28,7 +28,7 @@ from nyala.catalog import (
     plan_alter,
     validate_create_table,
 )
-from nyala.common.errors import AlreadyPresent, ServiceUnavailable
+from nyala.errors import AlreadyPresent, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.tablet_tasks import TabletTasks

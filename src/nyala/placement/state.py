@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from nyala.common.errors import AlreadyPresent, InvalidArgument, NotFound
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound
 from nyala.placement import placer, ranking
 from nyala.placement.decay import DecayClock
 from nyala.placement.location import validate_location

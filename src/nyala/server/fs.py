@@ -16,7 +16,7 @@ import uuid as uuid_module
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nyala.common.errors import Corruption, IllegalState, InvalidArgument
+from nyala.errors import Corruption, IllegalState, InvalidArgument
 from nyala.files import write_atomically
 
 __all__ = ["DataDir", "ServerStatus"]

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.schema import KeyRange, Predicate, Schema
 
 __all__ = ["ApplyEntry", "EntryResult", "RowError", "ScanSpec", "Scanner", "TabletSnapshot", "TabletStore"]

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import duckdb
 
 from nyala.common.config import setting
-from nyala.common.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
 from nyala.schema import Schema
 
 from .files import copy_durably, fsync_dir, remove_tablet_files

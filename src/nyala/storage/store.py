@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from nyala.common.errors import (
+from nyala.errors import (
     AlreadyPresent,
     Corruption,
     IllegalState,

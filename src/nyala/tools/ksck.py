@@ -44,8 +44,8 @@ from typing import Any
 
 from nyala.client.async_client import AsyncClient
 from nyala.client.info import TabletInfo, TabletServerInfo, role_name
-from nyala.common.errors import NyalaError
 from nyala.common.hostport import parse_address
+from nyala.errors import NyalaError
 from nyala.placement import Verdict, check_placement
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb

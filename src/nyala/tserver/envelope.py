@@ -28,7 +28,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nyala.common.errors import Corruption, InvalidArgument
+from nyala.errors import Corruption, InvalidArgument
 from nyala.schema import Schema
 
 __all__ = [

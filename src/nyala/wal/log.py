@@ -11,7 +11,7 @@ from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 
-from nyala.common.errors import IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.errors import IllegalState, InvalidArgument, IOFailure, NotFound
 from nyala.wal.anchors import AnchorKind, LogAnchorRegistry, segments_to_delete
 from nyala.wal.appender import GroupCommitter, Request, Waiter
 from nyala.wal.entry import LogEntry

@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from nyala.common.errors import Corruption, IOFailure
+from nyala.errors import Corruption, IOFailure
 from nyala.wal.format import KIND_ENTRY, Footer, iter_records, parse_segment_name, segment_name
 from nyala.wal.index import LogIndex
 from nyala.wal.scan import SegmentScan, read_segment_file, scan_segment

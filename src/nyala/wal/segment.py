@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from nyala.common.errors import IOFailure
+from nyala.errors import IOFailure
 from nyala.wal.format import FOOTER_SIZE, Footer, encode_footer, encode_segment_header, segment_name
 
 __all__ = ["ActiveSegment", "Preallocator", "PreparedSegment", "SegmentInfo", "close_recovered", "fsync_dir"]

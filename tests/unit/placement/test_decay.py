@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement import PlacementOptions
 from nyala.placement.decay import REBASE_HALF_LIVES, SCALE_BITS, DecayClock
 

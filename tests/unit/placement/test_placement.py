@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import AlreadyPresent, InvalidArgument, NotFound, ServiceUnavailable
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound, ServiceUnavailable
 from nyala.placement import ClusterState, Verdict, check_placement, location_limit, policy_satisfiable
 
 from .helpers import cluster, location_of, per_location

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.placement import ClusterState, TServerInfo
 
 from .helpers import assert_consistent, cluster
