@@ -31,7 +31,7 @@ Theory of operation:
 Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet files),
 :mod:`.store` (one tablet), :mod:`.memrowset`, :mod:`.sortedints`, :mod:`.diskkeys`,
 :mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`, :mod:`.alter` (schema DDL),
-:mod:`.sql` and :mod:`.files` (helpers).
+:mod:`.sql` (helpers); durable copies and directory syncs come from :mod:`nyala.files`.
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
 """

@@ -13,9 +13,9 @@ import duckdb
 
 from nyala.common.config import setting
 from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.files import copy_durably, fsync_dir
 from nyala.schema import Schema
 
-from .files import copy_durably, fsync_dir, remove_tablet_files
 from .sql import quote
 from .store import DuckDBTabletStore, create_tables, storage_error
 
@@ -252,6 +252,13 @@ class TabletStoreManager:
         store = DuckDBTabletStore(self, tablet_id, alias, path, self._conn.cursor())
         self._tablets[tablet_id] = store
         return store
+
+
+def remove_tablet_files(path: str) -> None:
+    """Remove a tablet's file, its DuckDB WAL and any copy left half-installed."""
+    for p in (path, path + ".wal", path + ".copying", path + ".wal.copying"):
+        if os.path.exists(p):
+            os.remove(p)
 
 
 def _alias(tablet_id: str) -> str:

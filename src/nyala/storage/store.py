@@ -24,6 +24,7 @@ from nyala.errors import (
     NyalaError,
     StorageError,
 )
+from nyala.files import copy_durably, fsync_dir
 from nyala.schema import OpType, Schema, decode_row_operations
 from nyala.schema.types import INT_BITS
 
@@ -31,7 +32,6 @@ from .alter import alter_statements
 from .api import ApplyEntry, EntryResult, RowError, ScanSpec, TabletSnapshot
 from .diskkeys import DiskKeys
 from .execute import Conflict, PlanExecutor
-from .files import copy_durably, fsync_dir
 from .memrowset import IntKeyMemRowSet, Key, MemRowSet, key_list
 from .plan import ROW_COLUMN, Part, show_key, whole_row_columns
 from .scanner import DuckDBScanner
