@@ -332,13 +332,13 @@ def edge_cases(seed: int) -> list[tuple[str, str]]:
         verdicts: Counter[str] = Counter()
         shapes: Counter[str] = Counter()
         for k in range(200):
-            result = state.place_new_tablet("t", (k % 10).to_bytes(2, "big"), rf, now_s=k / 1000)
+            result = place_new_tablet(state, "t", (k % 10).to_bytes(2, "big"), rf, now_s=k / 1000)
             verdicts[result.policy.verdict.value] += 1
             shape = sorted(Counter(location_of(s) for s in result.tserver_uuids).values(), reverse=True)
             shapes["+".join(map(str, shape))] += 1
         rows.append((name, f"{dict(verdicts)}; layouts {dict(shapes)}"))
     state = build((2, 2, 2), seed)
-    members = state.place_new_tablet("t", b"", 3, now_s=0.0).tserver_uuids
+    members = place_new_tablet(state, "t", b"", 3, now_s=0.0).tserver_uuids
     state.set_tserver_live(members[0], False)
     result = place_replacement(state, "t", b"", 3, members, now_s=1.0)
     rows.append(

@@ -1,16 +1,29 @@
-"""Small files replaced atomically and durably: consensus metadata, tablet metadata, server state.
+"""Durable files: the one home of Nyala's fsync helpers.
 
-The classic sequence: write a temporary file beside the target, fsync it, rename it over the
-target, then fsync the directory so the rename itself survives a crash.  A reader therefore
-sees the old contents or the new, never a torn mix.  Layer 1: plain file I/O, no policy.
+A write is durable only once the file's data and the directory entry naming it have both
+reached the disk, so every helper here ends with the fsyncs its result needs:
+
+- :func:`write_atomically` replaces a small file (consensus metadata, tablet metadata, server
+  state) by the classic sequence: write a temporary file beside the target, fsync it, rename
+  it over the target, then fsync the directory so the rename itself survives a crash.  A
+  reader therefore sees the old contents or the new, never a torn mix.
+- :func:`copy_durably` copies a file and fsyncs the copy (tablet snapshots and installs); the
+  caller renames or lists it and then fsyncs the directory once for all its copies.
+- :func:`fsync_dir` makes a directory's entries (created, renamed, removed files) durable.
+  It takes a path, or the descriptor of a directory the caller keeps open: the WAL holds its
+  directory open for its lifetime and syncs it with exactly one ``fsync`` per call.
+
+Layer 1: plain file I/O, no policy.  Errors are the operating system's ``OSError``; callers
+turn them into ``IOFailure`` with the context they know.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["fsync_dir", "write_atomically"]
+__all__ = ["copy_durably", "fsync_dir", "write_atomically"]
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -28,9 +41,26 @@ def write_atomically(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def fsync_dir(path: Path | str) -> None:
-    """Make a directory's entries (created, renamed, removed files) durable."""
-    fd = os.open(path, os.O_RDONLY)
+def copy_durably(src: Path | str, dst: Path | str) -> None:
+    """Copy ``src`` to ``dst`` and fsync the copy; the directory entry is the caller's to sync."""
+    shutil.copyfile(src, dst)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: Path | str | int) -> None:
+    """Make a directory's entries (created, renamed, removed files) durable.
+
+    ``directory`` is a path, opened just for the sync, or the descriptor of a directory the
+    caller holds open, synced as it is and left open.
+    """
+    if isinstance(directory, int):
+        os.fsync(directory)
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

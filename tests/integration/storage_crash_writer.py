@@ -13,7 +13,7 @@ import dataclasses
 import random
 import sys
 
-from nyala.common.errors import NotFound
+from nyala.errors import NotFound
 from nyala.schema import ColumnSchema, OpType, Schema, make_row_operations
 from nyala.storage import ApplyEntry, StorageOptions, TabletStoreManager
 

@@ -13,7 +13,7 @@ import pytest
 
 import nyala
 from nyala.client import Client, FlushMode, Partitioning, ReadMode, ReplicaSelection, schema
-from nyala.common.errors import AlreadyPresent, InvalidArgument
+from nyala.errors import AlreadyPresent, InvalidArgument
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 
 pytestmark = pytest.mark.timeout(240)

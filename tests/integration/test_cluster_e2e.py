@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import nyala
+from nyala import errors
 from nyala.client import Partitioning, schema
-from nyala.common import errors
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 
 pytestmark = pytest.mark.timeout(240)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from google.protobuf.message import Message
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import PING, Messenger, RpcMethod

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import LogEntry, RaftConfig, RaftOptions, Role
 from nyala.consensus.runtime import RaftReplica, RaftTransport, ReplicaOptions

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.common.hostport import HostPort
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb

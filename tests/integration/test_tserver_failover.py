@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.services import CREATE_TABLET, WRITE

@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from google.protobuf.message import Message
 
-from nyala.common.errors import NotTheLeader, NyalaError, RetriableError
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import RaftConfig
+from nyala.errors import NotTheLeader, NyalaError, RetriableError
 from nyala.proto import common_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import NotTheLeader, ServiceUnavailable
 from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftConfig, Role
+from nyala.errors import NotTheLeader, ServiceUnavailable
 from nyala.testing.sim import Cluster, SimNode
 
 V, NV = MemberType.VOTER, MemberType.NON_VOTER

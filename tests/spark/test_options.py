@@ -7,7 +7,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, String
 from pyspark.sql.types import ArrayType, DecimalType, IntegerType, TimestampNTZType
 
 from nyala.client import schema
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnType, OpType
 from nyala.spark import nyala_type, parse_options
 from nyala.spark.filters import next_prefix, push

@@ -16,7 +16,7 @@ from typing import Any
 
 from nyala.catalog.entries import TableInfo
 from nyala.catalog.validate import check_table_name
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import ColumnSchema, HashDimension, Partition, Partitioner, PartitionSchema, RangeBounds, Schema
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from nyala.common.errors import Corruption, InvalidArgument
+from nyala.errors import Corruption, InvalidArgument
 from nyala.proto import consensus_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partition, Partitioner, Schema

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from google.protobuf.message import DecodeError
 
 from nyala.catalog.entries import TableInfo, TabletInfo
-from nyala.common.errors import Corruption, NotFound
+from nyala.errors import Corruption, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 

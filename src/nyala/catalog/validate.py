@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partitioner, PartitionSchema, Schema
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from nyala.common.errors import NyalaError, TimedOut
+from nyala.errors import NyalaError, TimedOut
 
 from .options import ClientOptions
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
+from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger
@@ -138,6 +138,11 @@ class AsyncClient:
     @property
     def client_location(self) -> str:
         return self._ctx.masters.client_location
+
+    @property
+    def messenger(self) -> Messenger:
+        """The client's RPC connections, for operator tools that call servers directly (ksck)."""
+        return self._ctx.messenger
 
     def _check(self) -> None:
         if self._closed:

@@ -23,7 +23,8 @@ import logging
 import random
 from collections.abc import Sequence
 
-from nyala.common.errors import (
+from nyala.common.hostport import HostPort, parse_address
+from nyala.errors import (
     InvalidArgument,
     NetworkError,
     NotTheLeader,
@@ -31,7 +32,6 @@ from nyala.common.errors import (
     ServiceUnavailable,
     TimedOut,
 )
-from nyala.common.hostport import HostPort, parse_address
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger

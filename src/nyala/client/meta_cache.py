@@ -26,8 +26,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
-from nyala.common.errors import InvalidArgument, NotFound
 from nyala.common.hostport import HostPort, parse_address
+from nyala.errors import InvalidArgument, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partition, Partitioner, Schema

@@ -30,7 +30,7 @@ from typing import Any, TypeAlias, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import InvalidArgument, NyalaError
+from nyala.errors import InvalidArgument, NyalaError
 from nyala.schema import IPC_WRITE_OPTIONS, OP_COLUMN, OpType, RowFailure, RowOperationOptions, Schema
 from nyala.schema.types import INT_BITS, DataType
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeAlias
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import Op, Predicate, Schema
 
 __all__ = ["PredicateLike", "bind_predicates", "bind_projection", "predicate"]

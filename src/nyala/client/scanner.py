@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument, NotFound, ServiceUnavailable, TimedOut
+from nyala.errors import InvalidArgument, NotFound, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
 from nyala.schema import Partition
 

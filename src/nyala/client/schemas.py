@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, HashDimension, Partitioner, PartitionSchema, RangeBounds, Schema
 
 __all__ = ["Partitioning", "RangeValues", "schema", "schema_from_arrow"]

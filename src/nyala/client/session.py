@@ -32,7 +32,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
-from nyala.common.errors import IllegalState, InvalidArgument, NotFound, NyalaError
+from nyala.errors import IllegalState, InvalidArgument, NotFound, NyalaError
 from nyala.schema import OpType
 
 from ._context import ClientContext

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from nyala.common.errors import IllegalState
 from nyala.common.hostport import HostPort
+from nyala.errors import IllegalState
 from nyala.rpc.loop import loop_factory
 from nyala.schema import OpType, Partitioner, Schema
 

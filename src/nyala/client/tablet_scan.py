@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from nyala.common.errors import (
+from nyala.errors import (
     IllegalState,
     InvalidArgument,
     NetworkError,

@@ -36,7 +36,7 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.schema import Partition, RowFailure
 
 from ._retry import Deadline

@@ -38,7 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import (
+from nyala.errors import (
     IllegalState,
     InvalidArgument,
     NetworkError,

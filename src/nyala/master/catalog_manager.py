@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from nyala.catalog import cluster_id_mutation
-from nyala.common.errors import NotTheLeader, NyalaError, ServiceUnavailable, TimedOut
 from nyala.consensus.core import Role
 from nyala.consensus.runtime import RaftReplica
+from nyala.errors import NotTheLeader, NyalaError, ServiceUnavailable, TimedOut
 from nyala.master.leader import LeaderView
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers

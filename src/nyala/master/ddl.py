@@ -28,11 +28,12 @@ from nyala.catalog import (
     plan_alter,
     validate_create_table,
 )
-from nyala.common.errors import AlreadyPresent, ServiceUnavailable
+from nyala.errors import AlreadyPresent, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
+from nyala.placement import place_new_tablet
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partition
@@ -69,7 +70,7 @@ class Ddl:
         tablets = []
         for p in partitions:
             tablet_id = uuid_module.uuid4().hex
-            placed = view.placement.place_new_tablet(table_id, p.range.lower, rf, now_s=now_s)
+            placed = place_new_tablet(view.placement, table_id, p.range.lower, rf, now_s=now_s)
             if not placed.policy_met:  # best effort (seed 000): placed anyway, and said so
                 log.warning("tablet %s of table %s: %s", tablet_id, table_id, placed.explain())
             tablets.append(NewTablet(tablet_id, p, placed.tserver_uuids))

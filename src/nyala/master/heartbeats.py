@@ -27,7 +27,7 @@ import logging
 import time
 
 from nyala.catalog import TabletInfo, copy_tablet_entry, tablet_mutation
-from nyala.common.errors import NyalaError, ServiceUnavailable
+from nyala.errors import NyalaError, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper, LocationMappingError

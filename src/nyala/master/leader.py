@@ -17,7 +17,7 @@ import logging
 import random
 
 from nyala.catalog import CatalogState, TableInfo, TabletInfo
-from nyala.common.errors import NotFound
+from nyala.errors import NotFound
 from nyala.master.replicas import ReplicaReport, ReplicaView
 from nyala.master.ts_manager import TSManager
 from nyala.placement import ClusterState, PlacementOptions

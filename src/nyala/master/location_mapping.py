@@ -28,7 +28,7 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement import validate_location
 
 __all__ = ["FAILURE_RETRY_S", "LocationMapper", "LocationMappingError", "parse_mapping_output"]

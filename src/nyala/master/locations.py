@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nyala.catalog import TabletInfo
-from nyala.common.errors import InvalidArgument, ServiceUnavailable
+from nyala.errors import InvalidArgument, ServiceUnavailable
 from nyala.master.leader import LeaderView
 from nyala.master.ts_manager import TSManager
 from nyala.proto import common_pb2, consensus_pb2

@@ -6,7 +6,7 @@ import dataclasses
 
 from nyala.catalog import CatalogOptions
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.master.location_mapping import parse_command
 from nyala.placement import PlacementOptions
 from nyala.server import ServerOptions

@@ -16,8 +16,8 @@ import logging
 import random
 from pathlib import Path
 
-from nyala.common.errors import IllegalState, InvalidArgument, NyalaError
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
+from nyala.errors import IllegalState, InvalidArgument, NyalaError
 from nyala.files import write_atomically
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger

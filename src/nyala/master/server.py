@@ -8,11 +8,11 @@ import logging
 import signal
 from pathlib import Path
 
-from nyala.common.errors import NyalaError
 from nyala.common.hostport import parse_address
 from nyala.consensus.core import RaftConfig
 from nyala.consensus.runtime import RaftReplica, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
+from nyala.errors import NyalaError
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
 from nyala.master.heartbeats import HeartbeatHandler

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from nyala.common.errors import NyalaError
 from nyala.common.hostport import HostPort
+from nyala.errors import NyalaError
 from nyala.master.locations import table_locations, tablet_locations
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb

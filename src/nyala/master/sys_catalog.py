@@ -23,8 +23,8 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from nyala.catalog import CatalogState, state_from_entries
-from nyala.common.errors import Corruption, NotFound
 from nyala.consensus.core import LogEntry
+from nyala.errors import Corruption, NotFound
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import OP_COLUMN, ColumnSchema, OpType, Schema, encode_row_operations
 from nyala.storage import ApplyEntry, DuckDBTabletStore, ScanSpec, StorageOptions, TabletStoreManager

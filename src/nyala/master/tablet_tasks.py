@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from nyala.catalog import TableInfo, TabletInfo
-from nyala.common.errors import NotFound, NyalaError
+from nyala.errors import NotFound, NyalaError
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.ts_manager import TSManager

@@ -17,8 +17,8 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from nyala.common.errors import IllegalState, InvalidArgument
 from nyala.common.hostport import HostPort
+from nyala.errors import IllegalState, InvalidArgument
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb

@@ -9,8 +9,10 @@ How it works, in order of a request's path:
 - :class:`~nyala.placement.state.ClusterState` is the master's view: tablet servers with their
   location and liveness, and their replicas counted in total, per table and per range, each
   as reported plus pending-and-decaying (:mod:`~nyala.placement.decay`).  The master updates
-  it incrementally and passes its clock in as a number.
-- :mod:`~nyala.placement.placer` places a tablet: locations first
+  it incrementally and passes its clock in as a number.  It owns the index that ranks servers
+  and keeps it current on every change.
+- :func:`place_new_tablet` and :func:`place_replacement` (:mod:`~nyala.placement.placer`) place
+  the replicas of a tablet in a ``ClusterState``: locations first
   (:mod:`~nyala.placement.location_choice`: lowest load, policy limits first, best effort beyond
   them), then a server in each location through the indexed range-aware ranking of
   :mod:`~nyala.placement.ranking` (fewest replicas of the range, then of the table, then in
@@ -20,6 +22,11 @@ How it works, in order of a request's path:
 - :mod:`~nyala.placement.rebalance` plans replica moves from a cluster snapshot: drain, fix
   the policy, balance across locations, then within each location (Kudu's phases).
 
+Imports point one way: the leaves (``options``, ``location``, ``policy``, ``tally``,
+``decay``) at the bottom, then ``state``, then ``ranking`` and ``location_choice`` (which
+search the state), then ``placer`` and ``reference`` beside it.  ``rebalance`` works on its
+own snapshot of the cluster and needs only the leaves.
+
 Randomness (tie-breaking) comes from the ``random.Random`` given to ``ClusterState``, so a
 seeded generator makes every placement reproducible.
 """
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 from nyala.placement.location import common_prefix_depth, location_components, validate_location
 from nyala.placement.options import PlacementOptions
-from nyala.placement.placer import PlacementResult
+from nyala.placement.placer import PlacementResult, place_new_tablet, place_replacement
 from nyala.placement.policy import PolicyCheck, Verdict, check_placement, location_limit, policy_satisfiable
 from nyala.placement.rebalance import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
 from nyala.placement.state import ClusterState, TServerInfo
@@ -49,6 +56,8 @@ __all__ = [
     "common_prefix_depth",
     "location_components",
     "location_limit",
+    "place_new_tablet",
+    "place_replacement",
     "plan_moves",
     "policy_satisfiable",
     "validate_location",

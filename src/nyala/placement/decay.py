@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement.options import PlacementOptions
 
 __all__ = ["SCALE_BITS", "DecayClock"]

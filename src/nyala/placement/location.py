@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["common_prefix_depth", "location_components", "validate_location"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["PlacementOptions"]
 

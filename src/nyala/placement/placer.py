@@ -35,7 +35,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
-from nyala.common.errors import InvalidArgument, ServiceUnavailable
+from nyala.errors import InvalidArgument, ServiceUnavailable
 from nyala.placement import ranking
 from nyala.placement.location_choice import choose_locations_indexed, choose_locations_scan
 from nyala.placement.policy import PolicyCheck, check_placement, location_limit

@@ -26,7 +26,7 @@ import enum
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["PolicyCheck", "Verdict", "check_placement", "location_limit", "policy_satisfiable"]
 

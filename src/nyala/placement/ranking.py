@@ -24,7 +24,9 @@ a small FIFO cache (``OUTSIDE_HEAPS_CACHED``) so memory stays bounded.
 A heap entry is one integer, ``key << 64 | tie_breaker << 32 | sid``, where ``key`` packs the
 ranked loads into ``LOAD_BITS``-bit fields (most significant first): comparing two such ints
 compares the lexicographic keys, in C, which is several times faster than comparing tuples.
-The tie-breaker is a fresh random draw, so equal keys come out in random order.
+The tie-breaker is a fresh random draw, so equal keys come out in random order.  The heaps
+belong to :class:`~nyala.placement.state.ClusterState`, which defines this layout and pushes a
+server into them as it joins a context; this module builds them and searches them.
 
 Keys are scaled integer loads (:mod:`nyala.placement.decay`) that only grow while the
 generation number stays the same, so a stored key is a lower bound of the server's current
@@ -38,19 +40,13 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable
 from heapq import heapify, heappop, heappush, heapreplace
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from nyala.placement.tally import PENDING_MASK, REPORTED_SHIFT
+from nyala.placement.state import KEY_SHIFT, SID_MASK, ClusterState, Context, Location, context_key
 
-if TYPE_CHECKING:
-    from nyala.placement.state import ClusterState, Context, Location
-
-__all__ = ["OUTSIDE_HEAPS_CACHED", "SKIP_BUDGET", "choose_server", "context_key", "live_members", "push_member"]
+__all__ = ["OUTSIDE_HEAPS_CACHED", "SKIP_BUDGET", "choose_server", "live_members"]
 
 SKIP_BUDGET: Final = 16
-LOAD_BITS: Final = 128
-_LOW_BITS: Final = 64
-_SID_MASK: Final = (1 << 32) - 1
 OUTSIDE_HEAPS_CACHED: Final = 64
 
 
@@ -74,13 +70,13 @@ def choose_server(state: ClusterState, loc: Location, tctx: Context, rctx: Conte
         servers = state.servers
         while True:
             entry = heap[0]
-            sid = entry & _SID_MASK
+            sid = entry & SID_MASK
             server = servers[sid]
             assert server is not None
             current = server.reported * weight + server.pending
-            if current == entry >> _LOW_BITS:
+            if current == entry >> KEY_SHIFT:
                 break
-            heapreplace(heap, current << _LOW_BITS | state.rng.getrandbits(32) << 32 | sid)
+            heapreplace(heap, current << KEY_SHIFT | state.rng.getrandbits(32) << 32 | sid)
         if sid not in excluded and sid not in table_members:
             return sid
     live_sids = loc.live_sids
@@ -142,15 +138,15 @@ def _pick(
     chosen: int | _OverBudget | None = None
     while heap:
         entry = heap[0]
-        sid = entry & _SID_MASK
+        sid = entry & SID_MASK
         if key_ctx is None:
             server = servers[sid]
             assert server is not None
             current = server.reported * weight + server.pending
         else:
             current = context_key(state, key_ctx, sid)
-        if current != entry >> _LOW_BITS:
-            heapreplace(heap, current << _LOW_BITS | draw(32) << 32 | sid)
+        if current != entry >> KEY_SHIFT:
+            heapreplace(heap, current << KEY_SHIFT | draw(32) << 32 | sid)
         elif sid in discard:
             heappop(heap)
         elif sid in skip or sid in excluded:
@@ -173,41 +169,6 @@ def live_members(state: ClusterState, ctx: Context) -> int:
         ctx.live_members = sum(1 for sid in ctx.stats if (s := servers[sid]) is not None and s.live)
         ctx.count_gen = state.gen
     return ctx.live_members
-
-
-def context_key(state: ClusterState, ctx: Context, sid: int) -> int:
-    """A member's current key, packed: (table, total) for a table context, (range, table, total) for a range."""
-    weight = state.clock.weight
-    server = state.servers[sid]
-    assert server is not None
-    tally = ctx.stats[sid]
-    key = ((tally >> REPORTED_SHIFT) * weight + (tally & PENDING_MASK)) << LOAD_BITS
-    parent = ctx.parent
-    if parent is not None:
-        table = parent.stats[sid]
-        key = (key | ((table >> REPORTED_SHIFT) * weight + (table & PENDING_MASK))) << LOAD_BITS
-    return key | (server.reported * weight + server.pending)
-
-
-def unpack_key(key: int, fields: int) -> tuple[int, ...]:
-    """The loads packed in a key, most significant first (for tests and debugging)."""
-    mask = (1 << LOAD_BITS) - 1
-    return tuple((key >> (LOAD_BITS * i)) & mask for i in reversed(range(fields)))
-
-
-def push_member(state: ClusterState, ctx: Context, sid: int) -> None:
-    """Index a live server that just joined a context, in every heap that must list it."""
-    weight = state.clock.weight
-    if ctx.heap_gen == state.gen and ctx.heap_weight == weight:
-        heappush(ctx.heap, context_key(state, ctx, sid) << _LOW_BITS | state.rng.getrandbits(32) << 32 | sid)
-    if ctx.outside_children:
-        # A new table member lies outside every range of the table it does not hold (case 2).
-        current = [c for c in ctx.outside_children if c.outside_gen == state.gen and c.outside_weight == weight]
-        ctx.outside_children = current
-        for child in current:
-            if sid not in child.stats:
-                entry = context_key(state, ctx, sid) << _LOW_BITS | state.rng.getrandbits(32) << 32 | sid
-                heappush(child.outside, entry)
 
 
 def _location_heap(state: ClusterState, loc: Location) -> list[int]:
@@ -236,7 +197,7 @@ def _entries(state: ClusterState, key_ctx: Context | None, sids: Iterable[int]) 
         if server is None or not server.live:
             continue
         key = server.reported * weight + server.pending if key_ctx is None else context_key(state, key_ctx, sid)
-        heap.append(key << _LOW_BITS | draw(32) << 32 | sid)
+        heap.append(key << KEY_SHIFT | draw(32) << 32 | sid)
     heapify(heap)
     return heap
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement.location import validate_location
 from nyala.placement.policy import location_limit, policy_satisfiable
 

@@ -15,30 +15,50 @@ server absent from a context has count zero in it.
 Every mutation is incremental (no rescans of the cluster).  Operations that can lower a load
 (removing a replica, a server going down or moving, the decay epoch moving) bump a generation
 number, which tells the indexes to rebuild themselves lazily the next time they are used.
+
+The state owns its ranking index: the heaps live in its contexts and locations, and the
+layout of a heap entry, the packed key of a context member (:func:`context_key`) and the
+upkeep a growing load needs (:func:`push_member`) are defined here, so a mutation keeps the
+index current without calling up into the code that searches it.  That search is
+:mod:`nyala.placement.ranking`, and placing a tablet is :mod:`nyala.placement.placer`; both
+take a ``ClusterState``, which knows neither.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from heapq import heappush
+from typing import TYPE_CHECKING, Final
 
-from nyala.common.errors import AlreadyPresent, InvalidArgument, NotFound
-from nyala.placement import placer, ranking
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound
 from nyala.placement.decay import DecayClock
 from nyala.placement.location import validate_location
 from nyala.placement.options import PlacementOptions
-from nyala.placement.tally import ONE_REPORTED, PENDING_MASK, reported_of, scaled_load
+from nyala.placement.tally import ONE_REPORTED, PENDING_MASK, REPORTED_SHIFT, reported_of, scaled_load
 
 if TYPE_CHECKING:
     from random import Random
 
-    from nyala.placement.placer import PlacementResult
-
-__all__ = ["ClusterState", "RangeKey", "TServerInfo"]
+__all__ = [
+    "KEY_SHIFT",
+    "LOAD_BITS",
+    "SID_MASK",
+    "ClusterState",
+    "RangeKey",
+    "TServerInfo",
+    "context_key",
+    "push_member",
+]
 
 RangeKey = tuple[str, bytes]
 """A range: (table id, range start key)."""
+
+#: Bits of each load packed in a key (most significant first); see :func:`context_key`.
+LOAD_BITS: Final = 128
+#: A heap entry is ``key << KEY_SHIFT | tie_breaker << 32 | sid``.
+KEY_SHIFT: Final = 64
+SID_MASK: Final = (1 << 32) - 1
 
 
 class Context:
@@ -128,8 +148,9 @@ class ClusterState:
     """Tablet servers, their replica counts and pending placements; the input of every placement.
 
     The master registers servers, feeds reported replicas as they come and go, and asks for
-    placements with :meth:`place_new_tablet` and :meth:`place_replacement`, passing its
-    monotonic clock as ``now_s``.  ``rng`` breaks ties; seed it for reproducible placements.
+    placements with :func:`nyala.placement.placer.place_new_tablet` and
+    :func:`~nyala.placement.placer.place_replacement`, passing the state and its monotonic
+    clock as ``now_s``.  ``rng`` breaks ties; seed it for reproducible placements.
     """
 
     def __init__(self, rng: Random, options: PlacementOptions | None = None) -> None:
@@ -328,7 +349,7 @@ class ClusterState:
                 if ctx.count_gen == gen:
                     ctx.live_members += 1
                 if ctx.heap_gen == gen or ctx.outside_children:
-                    ranking.push_member(self, ctx, sid)
+                    push_member(self, ctx, sid)
 
     def _bump(self, loc: Location, table_id: str, range_key: bytes, server: Server, reported: int) -> None:
         tctx, rctx = self.contexts(loc, table_id, range_key)
@@ -348,7 +369,7 @@ class ClusterState:
             if ctx.count_gen == self.gen:
                 ctx.live_members += 1
             if ctx.heap_gen == self.gen or ctx.outside_children:
-                ranking.push_member(self, ctx, server.sid)
+                push_member(self, ctx, server.sid)
 
     # ----------------------------------------------------------------- time
 
@@ -417,33 +438,6 @@ class ClusterState:
             (server.reported * weight + server.pending) / weight,
         )
 
-    # ----------------------------------------------------------------- placement
-
-    def place_new_tablet(
-        self, table_id: str, range_key: bytes, replication_factor: int, *, now_s: float
-    ) -> PlacementResult:
-        """Choose servers for every replica of a new tablet; see :mod:`nyala.placement.placer`."""
-        return placer.place_new_tablet(self, table_id, range_key, replication_factor, now_s=now_s)
-
-    def place_replacement(
-        self,
-        table_id: str,
-        range_key: bytes,
-        replication_factor: int,
-        current_replicas: Sequence[str],
-        *,
-        now_s: float,
-        leaving: Collection[str] = (),
-    ) -> PlacementResult:
-        """Choose a server for one more replica of a tablet whose members are ``current_replicas``.
-
-        ``leaving`` names members about to be removed; they, like members on dead servers, do not
-        count toward their location.
-        """
-        return placer.place_replacement(
-            self, table_id, range_key, replication_factor, current_replicas, now_s=now_s, leaving=leaving
-        )
-
     # ----------------------------------------------------------------- helpers
 
     def _server(self, uuid: str) -> Server:
@@ -467,6 +461,44 @@ class ClusterState:
             seen.add(uuid)
             sids.append(self._server(uuid).sid)
         return sids
+
+
+# ----------------------------------------------------------------- the ranking index
+
+
+def context_key(state: ClusterState, ctx: Context, sid: int) -> int:
+    """A member's current key, packed: (table, total) for a table context, (range, table, total) for a range."""
+    weight = state.clock.weight
+    server = state.servers[sid]
+    assert server is not None
+    tally = ctx.stats[sid]
+    key = ((tally >> REPORTED_SHIFT) * weight + (tally & PENDING_MASK)) << LOAD_BITS
+    parent = ctx.parent
+    if parent is not None:
+        table = parent.stats[sid]
+        key = (key | ((table >> REPORTED_SHIFT) * weight + (table & PENDING_MASK))) << LOAD_BITS
+    return key | (server.reported * weight + server.pending)
+
+
+def unpack_key(key: int, fields: int) -> tuple[int, ...]:
+    """The loads packed in a key, most significant first (for tests and debugging)."""
+    mask = (1 << LOAD_BITS) - 1
+    return tuple((key >> (LOAD_BITS * i)) & mask for i in reversed(range(fields)))
+
+
+def push_member(state: ClusterState, ctx: Context, sid: int) -> None:
+    """Index a live server that just joined a context, in every heap that must list it."""
+    weight = state.clock.weight
+    if ctx.heap_gen == state.gen and ctx.heap_weight == weight:
+        heappush(ctx.heap, context_key(state, ctx, sid) << KEY_SHIFT | state.rng.getrandbits(32) << 32 | sid)
+    if ctx.outside_children:
+        # A new table member lies outside every range of the table it does not hold (case 2).
+        current = [c for c in ctx.outside_children if c.outside_gen == state.gen and c.outside_weight == weight]
+        ctx.outside_children = current
+        for child in current:
+            if sid not in child.stats:
+                entry = context_key(state, ctx, sid) << KEY_SHIFT | state.rng.getrandbits(32) << 32 | sid
+                heappush(child.outside, entry)
 
 
 def _scaled(ctx: Context | None, sid: int, weight: int) -> int:

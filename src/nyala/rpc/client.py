@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from nyala.common.errors import InvalidArgument, NetworkError, TimedOut
 from nyala.common.hostport import HostPort, parse_address
+from nyala.errors import InvalidArgument, NetworkError, TimedOut
 from nyala.proto import rpc_pb2
 from nyala.rpc.framing import PREAMBLE, Buffer, Frame, FrameDecoder, FrameError, ResponseHeader, encode_request
 from nyala.rpc.method import RequestT, ResponseT, RpcMethod

@@ -29,8 +29,8 @@ from typing import Any, cast
 
 from google.protobuf.message import DecodeError, Message
 
-from nyala.common.errors import InvalidArgument, NotFound, ServiceUnavailable
 from nyala.common.hostport import HostPort, parse_address
+from nyala.errors import InvalidArgument, NotFound, ServiceUnavailable
 from nyala.proto import rpc_pb2
 from nyala.rpc.framing import Frame, FrameDecoder, FrameError, RequestHeader, Sidecar, encode_response
 from nyala.rpc.method import PING, RequestT, ResponseT, RpcMethod

@@ -7,7 +7,7 @@ code maps to exactly one class and back, so an error keeps its meaning across th
 
 from __future__ import annotations
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import rpc_pb2
 
 __all__ = ["StatusCode", "error_to_status", "status_to_error"]

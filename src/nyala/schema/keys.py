@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nyala.common.errors import Corruption
+from nyala.errors import Corruption
 
 from .types import INT_BITS, ColumnType, DataType, micros_to_timestamp, timestamp_to_micros
 

@@ -30,7 +30,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 
 from .bounds import RangeBounds, below
 from .keys import decode_key, encode_key, murmur2_64, murmur2_64_fixed

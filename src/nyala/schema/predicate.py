@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 from .schema import Schema
 from .types import ColumnType, DataType

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument, NyalaError
+from nyala.errors import InvalidArgument, NyalaError
 
 from .schema import Schema
 from .types import DataType

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 from .types import KEY_TYPES, ColumnType
 

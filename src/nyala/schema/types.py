@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["EPOCH", "KEY_TYPES", "MAX_DECIMAL_PRECISION", "UTC", "ColumnType", "DataType"]
 

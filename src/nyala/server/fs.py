@@ -16,7 +16,7 @@ import uuid as uuid_module
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nyala.common.errors import Corruption, IllegalState, InvalidArgument
+from nyala.errors import Corruption, IllegalState, InvalidArgument
 from nyala.files import write_atomically
 
 __all__ = ["DataDir", "ServerStatus"]
@@ -68,7 +68,7 @@ class DataDir:
             text = path.read_text().strip()
         except FileNotFoundError:
             new = uuid_module.uuid4().hex
-            _write_atomically(path, new + "\n")
+            write_atomically(path, (new + "\n").encode())
             return new
         if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
             raise Corruption(f"instance file {path} does not hold a uuid: {text[:40]!r}")
@@ -76,7 +76,7 @@ class DataDir:
 
     def write_status(self, kind: str, rpc_address: str) -> None:
         status = ServerStatus(kind, self.uuid, rpc_address, os.getpid())
-        _write_atomically(self.path / STATUS_FILE, json.dumps(asdict(status)))
+        write_atomically(self.path / STATUS_FILE, json.dumps(asdict(status)).encode())
 
     def clear_status(self) -> None:
         (self.path / STATUS_FILE).unlink(missing_ok=True)
@@ -84,7 +84,3 @@ class DataDir:
     def close(self) -> None:
         self.clear_status()
         os.close(self._lock_fd)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    write_atomically(path, text.encode())

@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import Op, Predicate, Schema
 
 __all__ = ["next_prefix", "to_predicates"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import OpType
 
 __all__ = ["DEFAULT_MASTER", "OPERATIONS", "OPTION_HELP", "NyalaOptions", "parse_options"]

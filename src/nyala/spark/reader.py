@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from nyala.client import ReplicaSelection, ScanToken, Table
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import Predicate, Schema
 
 from ._clients import client_for

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, ColumnType, Schema
 from nyala.schema import DataType as NyalaType
 

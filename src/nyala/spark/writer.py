@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from nyala.client import FlushMode, RowError
-from nyala.common.errors import IllegalState, InvalidArgument
+from nyala.errors import IllegalState, InvalidArgument
 from nyala.schema import ColumnSchema, OpType, Schema
 
 from ._clients import client_for

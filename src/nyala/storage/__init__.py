@@ -28,18 +28,24 @@ Theory of operation:
   moment it started, while writes go on.  Predicates, key ranges, projection, order and limit
   are pushed into parameterised SQL (:mod:`.sql`).
 
-Modules: :mod:`.api` (the interface), :mod:`.manager` (the instance and tablet files),
-:mod:`.store` (one tablet), :mod:`.memrowset`, :mod:`.sortedints`, :mod:`.diskkeys`,
-:mod:`.plan` and :mod:`.execute` (apply), :mod:`.scanner`, :mod:`.alter` (schema DDL),
-:mod:`.sql` and :mod:`.files` (helpers).
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
+
+Modules, top down: :mod:`.manager` (the instance and tablet files) creates and opens
+:mod:`.store` (one tablet), which applies through :mod:`.memrowset`, :mod:`.sortedints`,
+:mod:`.diskkeys`, :mod:`.plan` and :mod:`.execute`, changes schemas with :mod:`.alter` and
+streams scans with :mod:`.scanner`; :mod:`.api` (the interface), :mod:`.options` (settings)
+and :mod:`.sql` (helpers) sit below them.  Imports point one way: a tablet reaches its
+instance only through the ``TabletHost`` interface it declares, and a scanner its tablet only
+through the guard it is given.  Durable copies and directory syncs come from
+:mod:`nyala.files`.
 """
 
 from __future__ import annotations
 
 from .api import ApplyEntry, EntryResult, Scanner, ScanSpec, TabletSnapshot, TabletStore
-from .manager import StorageOptions, TabletStoreManager
+from .manager import TabletStoreManager
+from .options import StorageOptions
 from .scanner import DuckDBScanner
 from .store import DuckDBTabletStore
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import Schema
 
 from .sql import column_sql, duck_value, quote

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.schema import KeyRange, Predicate, RowFailure, Schema
 
 __all__ = ["ApplyEntry", "EntryResult", "ScanSpec", "Scanner", "TabletSnapshot", "TabletStore"]

@@ -10,7 +10,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import AlreadyPresent, NotFound, NyalaError
+from nyala.errors import AlreadyPresent, NotFound, NyalaError
 from nyala.schema import DataType, Schema
 
 from .plan import (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import threading
@@ -11,71 +10,21 @@ from collections.abc import Iterator, Sequence
 
 import duckdb
 
-from nyala.common.config import setting
-from nyala.common.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.files import copy_durably, fsync_dir
 from nyala.schema import Schema
 
-from .files import copy_durably, fsync_dir, remove_tablet_files
+from .options import StorageOptions
 from .sql import quote
 from .store import DuckDBTabletStore, create_tables, storage_error
 
-__all__ = ["StorageOptions", "TabletStoreManager"]
+__all__ = ["TabletStoreManager"]
 
 _TABLET_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 # Below what DuckDB estimates for a full MemRowSet's commit, so that it checkpoints.  DuckDB's
 # estimate ignores string lengths (measured: a commit of 5,000 rows of three columns including
 # 100-byte strings stayed below 256 KiB, 10,000 passed it; 20,000 stayed below 1 MiB).
 _FLUSH_CHECKPOINT_THRESHOLD = "256KiB"
-
-
-@dataclasses.dataclass(frozen=True)
-class StorageOptions:
-    """Settings of the process-wide DuckDB instance that holds every tablet."""
-
-    storage_threads: int = setting(
-        0,
-        "DuckDB worker threads shared by all tablets (a tablet server reads scan batches on as many); "
-        "0 means one per CPU core.",
-    )
-    storage_memory_limit_bytes: int = setting(
-        0, "One buffer-pool limit for all tablets of the process, in bytes; 0 keeps DuckDB's default (80% of RAM)."
-    )
-    storage_checkpoint_threshold_bytes: int = setting(
-        1 << 30,
-        "DuckDB WAL size that forces an automatic checkpoint, in bytes; kept high because the tablet server "
-        "checkpoints each tablet explicitly and the 16 MiB default checkpoints on nearly every upsert commit.",
-        "advanced",
-    )
-    tablet_block_size_bytes: int = setting(
-        262144,
-        "Block size of newly created tablet files, in bytes (DuckDB's default; measured faster and more "
-        "compact than 16 KiB once a tablet holds a million rows).",
-        "advanced",
-    )
-    flush_threshold_rows: int = setting(
-        100_000,
-        "Rows a tablet's MemRowSet holds before it is flushed to the tablet's DuckDB file in one "
-        "transaction; 0 applies every batch straight to DuckDB (no MemRowSet).",
-    )
-    flush_threshold_mb: int = setting(
-        32, "Arrow data a tablet's MemRowSet holds before it is flushed, in MiB (Kudu: flush_threshold_mb)."
-    )
-    flush_threshold_secs: float = setting(
-        60.0,
-        "Age of the oldest row in a MemRowSet after which the tablet server's maintenance flushes it "
-        "(Kudu: flush_threshold_secs); bounds how much Raft log a restart replays.",
-    )
-    small_tablet_block_size_bytes: int = setting(
-        16384,
-        "Block size of tablets created as small (such as the catalog tablet), in bytes; a 1,000-row "
-        "tablet takes 108 KiB instead of 780 KiB.",
-        "advanced",
-    )
-
-    @property
-    def threads(self) -> int:
-        """The storage threads this process uses: ``storage_threads``, or one per CPU core."""
-        return self.storage_threads or os.cpu_count() or 1
 
 
 class TabletStoreManager:
@@ -220,7 +169,7 @@ class TabletStoreManager:
         with self._lock:
             store = self._tablets.pop(tablet_id, None)
             if store is not None:
-                store._release()
+                store.release()
                 self._conn.execute(f"DETACH {store.alias}")
 
     def delete_tablet(self, tablet_id: str) -> None:
@@ -233,7 +182,7 @@ class TabletStoreManager:
     def close(self) -> None:
         with self._lock:
             for store in self._tablets.values():
-                store._release()
+                store.release()
             self._tablets.clear()
             with self._threshold_lock:
                 if self._closed:
@@ -252,6 +201,13 @@ class TabletStoreManager:
         store = DuckDBTabletStore(self, tablet_id, alias, path, self._conn.cursor())
         self._tablets[tablet_id] = store
         return store
+
+
+def remove_tablet_files(path: str) -> None:
+    """Remove a tablet's file, its DuckDB WAL and any copy left half-installed."""
+    for p in (path, path + ".wal", path + ".copying", path + ".wal.copying"):
+        if os.path.exists(p):
+            os.remove(p)
 
 
 def _alias(tablet_id: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nyala.common.errors import AlreadyPresent, NotFound, NyalaError
+from nyala.errors import AlreadyPresent, NotFound, NyalaError
 from nyala.schema import OP_COLUMN, OpType, RowOperations, Schema
 
 __all__ = [

@@ -1,17 +1,27 @@
-"""Streams a scan's Arrow batches from its own DuckDB connection."""
+"""Streams a scan's Arrow batches from its own DuckDB connection.
+
+Each read runs through the tablet's :class:`Guard`, so a storage error met while streaming
+fails the tablet exactly as one met by a write does.  The scanner gets that guard, not the
+tablet, and so does not depend on the store that creates it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 import duckdb
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from .store import DuckDBTabletStore
+__all__ = ["DuckDBScanner", "Guard"]
 
-__all__ = ["DuckDBScanner"]
+T = TypeVar("T")
+
+
+class Guard(Protocol):
+    """Runs a DuckDB action for a tablet; a storage error fails the tablet and is raised."""
+
+    def __call__(self, what: str, action: Callable[[], T], /) -> T: ...
 
 
 class DuckDBScanner:
@@ -19,12 +29,12 @@ class DuckDBScanner:
 
     def __init__(
         self,
-        store: DuckDBTabletStore,
+        guard: Guard,
         cursor: duckdb.DuckDBPyConnection,
         reader: pa.RecordBatchReader,
         schema: pa.Schema,
     ) -> None:
-        self._store = store
+        self._guard = guard
         self._cursor = cursor
         self._reader = reader
         self._schema = schema
@@ -39,7 +49,7 @@ class DuckDBScanner:
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         try:
             while self._open:
-                batch = self._store._guard("scan", self._next)
+                batch = self._guard("scan", self._next)
                 if batch is None:
                     break
                 yield batch
@@ -60,7 +70,7 @@ class DuckDBScanner:
         if not self._open:
             return self._schema.empty_table()
         try:
-            table = self._store._guard("scan", self._reader.read_all)
+            table = self._guard("scan", self._reader.read_all)
         finally:
             self.close()
         if self._cast:

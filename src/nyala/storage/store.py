@@ -1,4 +1,11 @@
-"""One tablet in DuckDB: applies, schema changes, checkpoints, snapshots and scans."""
+"""One tablet in DuckDB: applies, schema changes, checkpoints, snapshots and scans.
+
+A tablet lives in a process-wide DuckDB instance that it does not own.  What it needs from
+that instance (its settings, new connections for scans, the switch that lets a large commit
+checkpoint, and detaching on close) is the small :class:`TabletHost` interface defined here;
+:class:`~nyala.storage.manager.TabletStoreManager` implements it and imports this module, never
+the other way round.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeVar
 
 import duckdb
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from nyala.common.errors import (
+from nyala.errors import (
     AlreadyPresent,
     Corruption,
     IllegalState,
@@ -24,6 +32,7 @@ from nyala.common.errors import (
     NyalaError,
     StorageError,
 )
+from nyala.files import copy_durably, fsync_dir
 from nyala.schema import OpType, RowFailure, Schema, decode_row_operations
 from nyala.schema.types import INT_BITS
 
@@ -31,17 +40,14 @@ from .alter import alter_statements
 from .api import ApplyEntry, EntryResult, ScanSpec, TabletSnapshot
 from .diskkeys import DiskKeys
 from .execute import Conflict, PlanExecutor
-from .files import copy_durably, fsync_dir
 from .memrowset import IntKeyMemRowSet, Key, MemRowSet, key_list
+from .options import StorageOptions
 from .plan import ROW_COLUMN, Part, show_key, whole_row_columns
 from .scanner import DuckDBScanner
 from .sortedints import IntArray, has_repeats
 from .sql import create_table_sql, duck_table, quote, where_clause
 
-if TYPE_CHECKING:
-    from .manager import TabletStoreManager
-
-__all__ = ["FORMAT_VERSION", "DuckDBTabletStore", "create_tables", "storage_error"]
+__all__ = ["FORMAT_VERSION", "DuckDBTabletStore", "TabletHost", "create_tables", "storage_error"]
 
 FORMAT_VERSION = 1
 ROWS = "rows"
@@ -52,6 +58,25 @@ _IN_MEMORY_OPS = frozenset({OpType.INSERT, OpType.INSERT_IGNORE, OpType.UPSERT, 
 _NAIVE_TS = pa.timestamp("us")
 
 AnyMemRowSet = MemRowSet | IntKeyMemRowSet
+
+
+class TabletHost(Protocol):
+    """What a tablet needs from the DuckDB instance that holds it."""
+
+    @property
+    def options(self) -> StorageOptions: ...
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new connection to the instance, for one scan."""
+        ...
+
+    def checkpointing_commits(self) -> AbstractContextManager[None]:
+        """While inside, a large commit checkpoints its tablet instead of writing DuckDB's WAL."""
+        ...
+
+    def close_tablet(self, tablet_id: str) -> None:
+        """Detach the tablet (calling its :meth:`DuckDBTabletStore.release`) and forget it."""
+        ...
 
 
 def _shadowed_keys(mrs: AnyMemRowSet, frozen: AnyMemRowSet | None) -> pa.Table:
@@ -94,9 +119,9 @@ class DuckDBTabletStore:
     """
 
     def __init__(
-        self, manager: TabletStoreManager, tablet_id: str, alias: str, path: str, cursor: duckdb.DuckDBPyConnection
+        self, host: TabletHost, tablet_id: str, alias: str, path: str, cursor: duckdb.DuckDBPyConnection
     ) -> None:
-        self._manager = manager
+        self._host = host
         self._tablet_id = tablet_id
         self.alias = alias
         self.path = path
@@ -107,7 +132,7 @@ class DuckDBTabletStore:
         self._rows = f"{alias}.{ROWS}"
         self._schema, self._applied = self._read_meta()
         self._durable = self._applied
-        options = manager.options
+        options = host.options
         self._flush_rows = options.flush_threshold_rows
         self._flush_bytes = options.flush_threshold_mb << 20
         self._mrs = self._new_memrowset() if self._flush_rows > 0 else None
@@ -150,9 +175,14 @@ class DuckDBTabletStore:
             return 0
 
     def close(self) -> None:
-        self._manager.close_tablet(self._tablet_id)
+        self._host.close_tablet(self._tablet_id)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """The host's part of closing: wait for a running flush, then close the tablet's cursor.
+
+        Called by :meth:`TabletHost.close_tablet` before it detaches the file; others call
+        :meth:`close`.
+        """
         with self._lock:
             self._wait_for_frozen()  # the flush thread uses the database being detached
             self._closed = True
@@ -506,8 +536,8 @@ class DuckDBTabletStore:
         mrs = self._mrs
         assert mrs is not None
         assert self._frozen is None
-        # A cursor of the tablet's own connection: the manager's lock is not needed (and is
-        # taken before this one when the manager closes).
+        # A cursor of the tablet's own connection: the host's lock is not needed (and is
+        # taken before this one when the host closes).
         cursor = self._cur.cursor()
         self._frozen = mrs
         self._mrs, self._mrs_since = self._new_memrowset(), 0.0
@@ -523,7 +553,7 @@ class DuckDBTabletStore:
             cursor.execute("BEGIN")
             self._write_rows(cursor, frozen)
             with self._lock:
-                with self._manager.checkpointing_commits():
+                with self._host.checkpointing_commits():
                     cursor.execute(f"UPDATE {self.alias}.{META} SET applied_index = {int(index)}; COMMIT")
                 cursor.close()
                 self._disk_keys.add(frozen.keys())
@@ -560,7 +590,7 @@ class DuckDBTabletStore:
         self._check_usable()
         if self._durable == self._applied:
             return
-        with self._manager.checkpointing_commits():
+        with self._host.checkpointing_commits():
             self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
         self._flushed(self._applied)
 
@@ -664,7 +694,7 @@ class DuckDBTabletStore:
         if spec.batch_size_rows < 1:
             raise InvalidArgument(f"scan batch size must be >= 1, got {spec.batch_size_rows}")
         where, params = where_clause(predicates, key_range, schema)
-        cursor = self._manager.cursor()
+        cursor = self._host.cursor()
         try:
             reader = self._guard("scan", lambda: self._start_scan(cursor, spec, schema, projection, where, params))
         except BaseException:
@@ -673,7 +703,7 @@ class DuckDBTabletStore:
         if reader is None:
             cursor.close()
             return None
-        return DuckDBScanner(self, cursor, reader, pa.schema(fields))
+        return DuckDBScanner(self._guard, cursor, reader, pa.schema(fields))
 
     def _start_scan(
         self,

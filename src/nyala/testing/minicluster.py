@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
-from nyala.common.errors import InvalidArgument, NotFound
 from nyala.common.hostport import HostPort
+from nyala.errors import InvalidArgument, NotFound
 from nyala.placement import validate_location
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, Messenger

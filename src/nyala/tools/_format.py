@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from nyala.client import Client, connect
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 
 __all__ = [
     "columns_option",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from nyala.client.ksck import NO_LOCATION, KsckReport, TabletStatus, ksck
 from nyala.tools._format import (
     connect_cli,
     emit_json,
@@ -15,6 +14,7 @@ from nyala.tools._format import (
     timeout_option,
 )
 from nyala.tools._format import progress as progress_bar
+from nyala.tools.ksck import NO_LOCATION, KsckReport, TabletStatus, ksck
 
 __all__ = ["cluster"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
 

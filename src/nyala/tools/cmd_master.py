@@ -8,8 +8,8 @@ import sys
 import click
 
 from nyala.catalog import CatalogOptions
-from nyala.common.errors import NyalaError
 from nyala.consensus.core import RaftOptions
+from nyala.errors import NyalaError
 from nyala.master import Master, MasterOptions
 from nyala.rpc.loop import run
 from nyala.server import ServerOptions

@@ -19,7 +19,7 @@ import click
 
 from nyala.client import Partitioning, Predicate, ReplicaSelection, Scanner, Table, predicate, schema
 from nyala.client.async_client import show_range
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, ColumnType, DataType, Schema
 from nyala.tools._format import (
     columns_option,

@@ -6,9 +6,9 @@ import logging
 
 import click
 
-from nyala.common.errors import NyalaError
 from nyala.common.hostport import parse_address_list
 from nyala.consensus.core import RaftOptions
+from nyala.errors import NyalaError
 from nyala.rpc.loop import run
 from nyala.storage import StorageOptions
 from nyala.tserver import TabletServer, TabletServerOptions

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from nyala.common.errors import Corruption, IOFailure, NotFound
+from nyala.errors import Corruption, IOFailure, NotFound
 from nyala.wal.dump import SegmentReport, inspect_log
 
 __all__ = ["wal"]

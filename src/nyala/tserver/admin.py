@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nyala.common.errors import InvalidArgument, NyalaError
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import RaftConfig, decode_config
 from nyala.consensus.runtime import PeerDirectory
+from nyala.errors import InvalidArgument, NyalaError
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import CallContext, RpcServer

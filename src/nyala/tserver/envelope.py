@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from nyala.common.errors import Corruption, InvalidArgument
+from nyala.errors import Corruption, InvalidArgument
 from nyala.schema import Schema
 
 __all__ = [

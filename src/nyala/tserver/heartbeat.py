@@ -25,9 +25,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nyala.common.errors import NyalaError
 from nyala.common.hostport import HostPort
 from nyala.consensus.runtime import PeerDirectory
+from nyala.errors import NyalaError
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 
-from nyala.common.errors import Aborted, AlreadyPresent, NotFound, NyalaError
 from nyala.consensus.core import RaftConfig
 from nyala.consensus.runtime import ConsensusMetadata, RaftReplica, RaftTransport, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
+from nyala.errors import Aborted, AlreadyPresent, NotFound, NyalaError
 from nyala.proto import tserver_pb2 as tpb
 from nyala.storage import DuckDBTabletStore, StorageOptions, TabletStoreManager
 from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, MetadataFile, TabletMetadata

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nyala.common.errors import Corruption, InvalidArgument, NotFound
+from nyala.errors import Corruption, InvalidArgument, NotFound
 from nyala.files import write_atomically
 from nyala.schema import Partition, PartitionSchema, Schema
 

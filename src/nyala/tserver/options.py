@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
 from nyala.common.hostport import HostPort, parse_address
 from nyala.consensus.runtime import ReplicaOptions
+from nyala.errors import InvalidArgument
 from nyala.schema import RowOperationOptions
 from nyala.server import ServerOptions
 from nyala.storage import StorageOptions

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import Partition, Partitioner, PartitionSchema, RangeBounds, Schema
 
 __all__ = ["PartitionFilter"]

@@ -34,7 +34,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from nyala.common.errors import Aborted, InvalidArgument
+from nyala.errors import Aborted, InvalidArgument
 from nyala.proto import tserver_pb2 as tpb
 from nyala.tserver.envelope import RequestId
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nyala.common.errors import Corruption, InvalidArgument
+from nyala.errors import Corruption, InvalidArgument
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import KeyRange, Predicate, Schema, decode_key
 from nyala.storage import ScanSpec

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.rpc.framing import Buffer, SplitSidecar
 from nyala.schema import IPC_WRITE_OPTIONS, Schema, encode_key
 from nyala.storage import Scanner

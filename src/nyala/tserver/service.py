@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from nyala.common.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
+from nyala.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import CallContext, RpcServer

@@ -23,8 +23,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import LogEntry
+from nyala.errors import InvalidArgument
 from nyala.schema import RowFailure, Schema
 from nyala.storage import ApplyEntry, EntryResult, TabletStore
 from nyala.tserver.envelope import AlterPayload, JoinedPayload, JoinedWrite, RequestId, WritePayload, decode_payload

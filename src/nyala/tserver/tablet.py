@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from nyala.common.errors import (
+from nyala.consensus.core import RaftConfig, Role, encode_config
+from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
+from nyala.errors import (
     Aborted,
     IllegalState,
     InvalidArgument,
@@ -31,8 +33,6 @@ from nyala.common.errors import (
     NyalaError,
     ServiceUnavailable,
 )
-from nyala.consensus.core import RaftConfig, Role, encode_config
-from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb

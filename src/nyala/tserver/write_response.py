@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import RowFailure
 from nyala.services import row_failure_to_pb

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from nyala.common.errors import IllegalState, InvalidArgument
+from nyala.errors import IllegalState, InvalidArgument
 
 __all__ = ["AnchorKind", "LogAnchor", "LogAnchorRegistry", "segments_to_delete"]
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from queue import SimpleQueue
 from typing import cast
 
-from nyala.common.errors import InternalError, NyalaError, TimedOut
+from nyala.errors import InternalError, NyalaError, TimedOut
 from nyala.wal.loop_bridge import post
 
 __all__ = ["GroupCommitter", "Request", "Waiter"]

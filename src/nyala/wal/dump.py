@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from nyala.common.errors import Corruption, NotFound
+from nyala.errors import Corruption, NotFound
 from nyala.wal.format import KIND_ENTRY, iter_records, segment_name
 from nyala.wal.index import LogIndex
 from nyala.wal.recovery import Replay, list_segments

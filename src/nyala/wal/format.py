@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from nyala.common.errors import Corruption, InvalidArgument
+from nyala.errors import Corruption, InvalidArgument
 from nyala.wal.entry import LogEntry
 
 __all__ = [

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from nyala.common.errors import NotFound
+from nyala.errors import NotFound
 
 __all__ = ["BatchSpan", "LogIndex"]
 

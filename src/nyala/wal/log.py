@@ -11,7 +11,8 @@ from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
 
-from nyala.common.errors import IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.errors import IllegalState, InvalidArgument, IOFailure, NotFound
+from nyala.files import fsync_dir
 from nyala.wal.anchors import AnchorKind, LogAnchorRegistry, segments_to_delete
 from nyala.wal.appender import GroupCommitter, Request, Waiter
 from nyala.wal.entry import LogEntry
@@ -27,7 +28,7 @@ from nyala.wal.index import LogIndex
 from nyala.wal.options import WalOptions
 from nyala.wal.reader import BatchReader
 from nyala.wal.recovery import recover
-from nyala.wal.segment import ActiveSegment, Preallocator, SegmentInfo, fsync_dir
+from nyala.wal.segment import ActiveSegment, Preallocator, SegmentInfo
 
 __all__ = ["Log"]
 
@@ -470,11 +471,7 @@ def _make_directory(path: str) -> None:
         return
     try:
         os.makedirs(path)
-        parent = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(parent)
-        finally:
-            os.close(parent)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
     except FileExistsError as exc:
         raise InvalidArgument(f"{path} exists and is not a directory") from exc
     except OSError as exc:

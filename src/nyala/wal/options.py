@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["WalOptions"]
 

@@ -15,7 +15,7 @@ import struct
 
 from crc32c import crc32c
 
-from nyala.common.errors import Corruption, IOFailure, NotFound
+from nyala.errors import Corruption, IOFailure, NotFound
 from nyala.wal.format import BATCH_HEADER_SIZE, BATCH_MAGIC, segment_name
 
 __all__ = ["BatchReader"]

@@ -16,11 +16,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from nyala.common.errors import Corruption, IOFailure
+from nyala.errors import Corruption, IOFailure
+from nyala.files import fsync_dir
 from nyala.wal.format import KIND_ENTRY, Footer, iter_records, parse_segment_name, segment_name
 from nyala.wal.index import LogIndex
 from nyala.wal.scan import SegmentScan, read_segment_file, scan_segment
-from nyala.wal.segment import SegmentInfo, close_recovered, fsync_dir, is_leftover
+from nyala.wal.segment import SegmentInfo, close_recovered, is_leftover
 
 __all__ = ["RecoveredLog", "Replay", "list_segments", "recover"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nyala.common.errors import Corruption, IOFailure
+from nyala.errors import Corruption, IOFailure
 from nyala.wal.format import (
     BATCH_HEADER_SIZE,
     BATCH_MAGIC,

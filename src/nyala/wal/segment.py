@@ -15,10 +15,11 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from nyala.common.errors import IOFailure
+from nyala.errors import IOFailure
+from nyala.files import fsync_dir
 from nyala.wal.format import FOOTER_SIZE, Footer, encode_footer, encode_segment_header, segment_name
 
-__all__ = ["ActiveSegment", "Preallocator", "PreparedSegment", "SegmentInfo", "close_recovered", "fsync_dir"]
+__all__ = ["ActiveSegment", "Preallocator", "PreparedSegment", "SegmentInfo", "close_recovered"]
 
 _TMP_SUFFIX = ".tmp"
 
@@ -50,10 +51,6 @@ class PreparedSegment:
     fd: int
     header_size: int
     allocated_bytes: int
-
-
-def fsync_dir(dir_fd: int) -> None:
-    os.fsync(dir_fd)
 
 
 def prepare_segment(directory: str, seqno: int, tablet_id: str, allocate_bytes: int) -> PreparedSegment:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nyala.catalog import CatalogState, TableInfo, plan_alter
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.proto import master_pb2 as mpb
 
 from .helpers import created, range_step

@@ -12,7 +12,7 @@ from nyala.catalog import (
     state_from_entries,
     tablet_mutation,
 )
-from nyala.common.errors import Corruption, NotFound
+from nyala.errors import Corruption, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 

@@ -13,7 +13,7 @@ from nyala.catalog import (
     create_table_write,
     validate_create_table,
 )
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import ColumnSchema
 

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from nyala.common.errors import (
+from nyala.common.hostport import HostPort
+from nyala.errors import (
     AlreadyPresent,
     InvalidArgument,
     NotFound,
@@ -31,7 +32,6 @@ from nyala.common.errors import (
     ServiceUnavailable,
     TimedOut,
 )
-from nyala.common.hostport import HostPort
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_pb2 as cspb
 from nyala.proto import consensus_rpc_pb2 as cpb

@@ -6,7 +6,7 @@ import pytest
 
 from nyala.client import ClientOptions, Partitioning, schema
 from nyala.client._retry import Backoff, Deadline
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.schema import Schema
 
 FAST = ClientOptions(

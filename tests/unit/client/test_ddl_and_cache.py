@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from nyala.client import Client, ColumnSchema, Partitioning, connect, schema, schema_from_arrow
-from nyala.common.errors import AlreadyPresent, InvalidArgument, NotFound
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
 

@@ -15,8 +15,8 @@ import nyala
 from nyala.client import AsyncClient, ClientOptions, connect
 from nyala.client._retry import Deadline
 from nyala.client.masters import MasterProxy
-from nyala.common.errors import IllegalState, InvalidArgument, NotFound, TimedOut
 from nyala.common.hostport import HostPort
+from nyala.errors import IllegalState, InvalidArgument, NotFound, TimedOut
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger
 from nyala.services import LIST_TABLES

@@ -10,8 +10,8 @@ from nyala.client._retry import Backoff, Deadline
 from nyala.client.meta_cache import ServerInfo, TabletLocation
 from nyala.client.options import ClientOptions
 from nyala.client.replicas import ReplicaSelection, location_affinity, order_replicas
-from nyala.common.errors import InvalidArgument, ServiceUnavailable, TimedOut
 from nyala.common.hostport import HostPort
+from nyala.errors import InvalidArgument, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
 from nyala.schema import Partition, RangeBounds
 

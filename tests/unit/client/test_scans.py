@@ -18,7 +18,7 @@ from nyala.client import (
     connect,
     predicate,
 )
-from nyala.common.errors import InvalidArgument, NetworkError, NotFound, TimedOut
+from nyala.errors import InvalidArgument, NetworkError, NotFound, TimedOut
 from nyala.schema import Predicate
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, count_pauses, hashed, kv_schema, rows

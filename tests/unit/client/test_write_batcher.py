@@ -14,7 +14,7 @@ from nyala.client._retry import Deadline
 from nyala.client.meta_cache import TableInfo
 from nyala.client.operations import OpBatch, RowError, encode_batch
 from nyala.client.write_batcher import SMALL_WRITE_BYTES, WriteBatcher, WriteOutcome
-from nyala.common.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
+from nyala.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
 from nyala.rpc.loop import run
 from nyala.schema import OpType, Partition, RowFailure
 

@@ -12,7 +12,7 @@ from nyala.client import Client, FlushMode, Partitioning, Table, UnhandledRowErr
 from nyala.client.meta_cache import TableInfo
 from nyala.client.operations import OpBatch, to_op_batches
 from nyala.client.writer import split_by_partition
-from nyala.common.errors import (
+from nyala.errors import (
     AlreadyPresent,
     IllegalState,
     InvalidArgument,

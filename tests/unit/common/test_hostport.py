@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
+from nyala.errors import InvalidArgument
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import AppendRequest, EntryType, Heartbeat, LogEntry, VoteRequest
 from nyala.consensus.runtime.codec import MAX_SIDECARS, SIDECAR_MIN_BYTES, decode_message, encode_message
+from nyala.errors import InvalidArgument
 from nyala.proto import consensus_rpc_pb2 as pb
 from nyala.rpc import Buffer
 

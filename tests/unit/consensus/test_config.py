@@ -4,7 +4,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nyala.common.errors import AlreadyPresent, Corruption, InvalidArgument, NotFound
 from nyala.consensus.core import (
     ChangeKind,
     ConfigChange,
@@ -15,6 +14,7 @@ from nyala.consensus.core import (
     decode_config,
     encode_config,
 )
+from nyala.errors import AlreadyPresent, Corruption, InvalidArgument, NotFound
 from nyala.proto import consensus_pb2
 
 V, NV = MemberType.VOTER, MemberType.NON_VOTER

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument, NotTheLeader, ServiceUnavailable
 from nyala.consensus.core import (
     AppendRequest,
     AppendResponse,
@@ -21,6 +20,7 @@ from nyala.consensus.core import (
     VoteResponse,
 )
 from nyala.consensus.core.raft import election_rank
+from nyala.errors import InvalidArgument, NotTheLeader, ServiceUnavailable
 
 from .helpers import GROUP, Net, make_core, persisted
 

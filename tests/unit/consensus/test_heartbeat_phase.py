@@ -12,7 +12,6 @@ from collections.abc import Iterable
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import (
     AppendRequest,
     Heartbeat,
@@ -22,6 +21,7 @@ from nyala.consensus.core import (
     RaftCore,
     RaftOptions,
 )
+from nyala.errors import InvalidArgument
 
 from .helpers import Net, make_core
 

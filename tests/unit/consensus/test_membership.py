@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import Aborted, IllegalState, InvalidArgument, NotFound, NotTheLeader, ServiceUnavailable
 from nyala.consensus.core import (
     AppendRequest,
     ChangeKind,
@@ -18,6 +17,7 @@ from nyala.consensus.core import (
     TimeoutNow,
     encode_config,
 )
+from nyala.errors import Aborted, IllegalState, InvalidArgument, NotFound, NotTheLeader, ServiceUnavailable
 
 from .helpers import GROUP, Net, make_core
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from nyala.common.config import describe
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import RaftOptions
+from nyala.errors import InvalidArgument
 
 
 def test_kudu_defaults_in_ticks() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
 from nyala.consensus.core import (
     ENTRY_OVERHEAD_BYTES,
     AppendRequest,
@@ -21,6 +20,7 @@ from nyala.consensus.core import (
     RaftOptions,
     Role,
 )
+from nyala.errors import IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
 
 from .helpers import GROUP, Net, make_core, persisted
 

@@ -16,7 +16,7 @@ import time
 import uuid as uuid_module
 from collections.abc import Sequence
 
-from nyala.common.errors import InvalidArgument, NyalaError, ServiceUnavailable
+from nyala.errors import InvalidArgument, NyalaError, ServiceUnavailable
 from nyala.proto import common_pb2, consensus_pb2, consensus_rpc_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb

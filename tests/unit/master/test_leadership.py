@@ -8,9 +8,9 @@ from typing import Any, cast
 import pytest
 
 from nyala.catalog import CatalogState
-from nyala.common.errors import NotTheLeader, ServiceUnavailable
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import Role
+from nyala.errors import NotTheLeader, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.peers import MasterPeers

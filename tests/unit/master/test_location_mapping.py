@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.master import MasterOptions
 from nyala.master.location_mapping import (
     FAILURE_RETRY_S,

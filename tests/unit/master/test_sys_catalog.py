@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from nyala.catalog import cluster_id_mutation, table_mutation
-from nyala.common.errors import Corruption
 from nyala.consensus.core import EntryType, LogEntry
+from nyala.errors import Corruption
 from nyala.master.sys_catalog import SysCatalogStore
 from nyala.proto import master_pb2 as mpb
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument
+from nyala.errors import IllegalState, InvalidArgument
 from nyala.master.ts_manager import TSManager
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
-from nyala.placement import PlacementOptions
+from nyala.errors import InvalidArgument
+from nyala.placement import PlacementOptions, place_new_tablet
 from nyala.placement.decay import REBASE_HALF_LIVES, SCALE_BITS, DecayClock
 
 from .helpers import cluster
@@ -52,7 +52,7 @@ def test_options_are_validated() -> None:
 
 def test_pending_replicas_decay_with_the_injected_clock() -> None:
     state = cluster([1])
-    state.place_new_tablet("t", b"", 1, now_s=1000.0)
+    place_new_tablet(state, "t", b"", 1, now_s=1000.0)
     assert state.tserver("L0-0").pending_replicas == 1.0
     state.advance_clock(1060.0)
     assert state.tserver("L0-0").pending_replicas == pytest.approx(0.5)
@@ -69,14 +69,14 @@ def test_decayed_pending_replicas_lose_to_a_reported_one_after_one_half_life(now
     state.add_replica("old", b"", "L0-0")
     state.set_tserver_live("L0-0", False)
     for _ in range(2):
-        assert state.place_new_tablet("old", b"", 1, now_s=0.0).tserver_uuids == ("L0-1",)
+        assert place_new_tablet(state, "old", b"", 1, now_s=0.0).tserver_uuids == ("L0-1",)
     state.set_tserver_live("L0-0", True)
-    assert state.place_new_tablet("new", b"", 1, now_s=now_s).tserver_uuids == (winner,)
+    assert place_new_tablet(state, "new", b"", 1, now_s=now_s).tserver_uuids == (winner,)
 
 
 def test_pending_is_forgotten_after_a_rebase() -> None:
     state = cluster([2])
-    state.place_new_tablet("t", b"k", 1, now_s=0.0)
+    place_new_tablet(state, "t", b"k", 1, now_s=0.0)
     state.advance_clock(60.0 * (SCALE_BITS + REBASE_HALF_LIVES + 1))
     assert all(info.pending_replicas == 0 for info in state.tservers())
     assert not state.locations["/L0"].tables  # the contexts emptied out are dropped

@@ -6,6 +6,8 @@ from collections import Counter
 
 import pytest
 
+from nyala.placement import place_new_tablet
+
 from .helpers import cluster
 
 
@@ -19,7 +21,7 @@ def test_extreme_case_rf1_spreads_the_range_not_the_total() -> None:
     # Power of two choices gives 750/250; range-aware ranking gives 500/500.
     state = cluster([2])
     _fill(state, "L0-1", "other", b"", 500)
-    placed = Counter(state.place_new_tablet("t1", b"a1", 1, now_s=0.0).tserver_uuids[0] for _ in range(1000))
+    placed = Counter(place_new_tablet(state, "t1", b"a1", 1, now_s=0.0).tserver_uuids[0] for _ in range(1000))
     assert placed == {"L0-0": 500, "L0-1": 500}
 
 
@@ -32,7 +34,7 @@ def test_ranges_and_tables(seconds_per_tablet: float) -> None:
     _fill(state, "L0-3", "t1", b"a1", 500)
     placed: Counter[str] = Counter()
     for k in range(1000):
-        placed.update(state.place_new_tablet("t1", b"a1", 3, now_s=k * seconds_per_tablet).tserver_uuids)
+        placed.update(place_new_tablet(state, "t1", b"a1", 3, now_s=k * seconds_per_tablet).tserver_uuids)
     if seconds_per_tablet == 0:
         assert placed == {"L0-0": 875, "L0-1": 875, "L0-2": 875, "L0-3": 375}
     else:
@@ -50,7 +52,7 @@ def test_spread_replicas_like_create_table_itest() -> None:
         for range_index in range(4):
             counts = per_range.setdefault((f"table{table}", range_index), Counter())
             for _ in range(buckets):
-                uuids = state.place_new_tablet(f"table{table}", bytes([range_index]), 3, now_s=0.0).tserver_uuids
+                uuids = place_new_tablet(state, f"table{table}", bytes([range_index]), 3, now_s=0.0).tserver_uuids
                 counts.update(uuids)
     totals = Counter({info.uuid: info.pending_replicas for info in state.tservers()})
     assert set(totals.values()) == {60}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement import common_prefix_depth, location_components, validate_location
 
 

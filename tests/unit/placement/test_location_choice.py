@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nyala.placement import ClusterState
+from nyala.placement import ClusterState, place_new_tablet
 from nyala.placement.location_choice import choose_locations_indexed, choose_locations_scan, spread_target
 from nyala.placement.policy import location_limit
 
@@ -55,7 +55,7 @@ def test_indexed_and_scan_choices_match_the_greedy(sizes, rf, seed, history) -> 
         if reported:
             state.add_replica("bg", bytes([index % 3]), uuid)
         else:
-            state.place_new_tablet(f"bg{index % 4}", b"", 1, now_s=step * 7.0)  # pending, decaying
+            place_new_tablet(state, f"bg{index % 4}", b"", 1, now_s=step * 7.0)  # pending, decaying
     rf = min(rf, len(uuids))
     counts = {f"/L{seed % len(sizes)}": 1} if rf > 1 else {}
     taken = {f"/L{(seed + 1) % len(sizes)}": 1} if sizes[(seed + 1) % len(sizes)] > 1 else {}

@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import AlreadyPresent, InvalidArgument, NotFound, ServiceUnavailable
-from nyala.placement import ClusterState, Verdict, check_placement, location_limit, policy_satisfiable
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound, ServiceUnavailable
+from nyala.placement import (
+    ClusterState,
+    Verdict,
+    check_placement,
+    location_limit,
+    place_new_tablet,
+    place_replacement,
+    policy_satisfiable,
+)
 
 from .helpers import cluster, location_of, per_location
 
@@ -30,10 +38,10 @@ def test_policy_is_met_whenever_the_live_servers_allow_it(sizes, rf, seed, dead_
     live = {f"/L{i}": sum(1 for j in range(n) if f"L{i}-{j}" not in dead) for i, n in enumerate(sizes)}
     if sum(live.values()) < rf:
         with pytest.raises(ServiceUnavailable, match="not enough live tablet servers"):
-            state.place_new_tablet("t", b"", rf, now_s=0.0)
+            place_new_tablet(state, "t", b"", rf, now_s=0.0)
         return
     for k in range(12):
-        result = state.place_new_tablet(f"t{k % 3}", bytes([k % 2]), rf, now_s=float(k))
+        result = place_new_tablet(state, f"t{k % 3}", bytes([k % 2]), rf, now_s=float(k))
         uuids = result.tserver_uuids
         assert len(uuids) == len(set(uuids)) == rf
         assert not set(uuids) & set(dead)
@@ -49,7 +57,7 @@ def test_policy_is_met_whenever_the_live_servers_allow_it(sizes, rf, seed, dead_
 def test_best_effort_places_everything_and_says_why() -> None:
     # Three locations, RF 3, but two of them have every server dead: all replicas land in /L0.
     state = cluster([3, 2, 2], dead=["L1-0", "L1-1", "L2-0", "L2-1"])
-    result = state.place_new_tablet("t", b"", 3, now_s=0.0)
+    result = place_new_tablet(state, "t", b"", 3, now_s=0.0)
     assert sorted(result.tserver_uuids) == ["L0-0", "L0-1", "L0-2"]
     assert not result.policy_met
     assert "violated in /L0 (/L0: 3; at most 1 of 3 replicas per location with 3 locations)" in result.explain()
@@ -68,10 +76,10 @@ def test_best_effort_places_everything_and_says_why() -> None:
 )
 def test_replicas_spread_like_kudu_on_an_empty_cluster(sizes, rf, expected) -> None:
     state = cluster(sizes)
-    first = state.place_new_tablet("t", b"", rf, now_s=0.0)
+    first = place_new_tablet(state, "t", b"", rf, now_s=0.0)
     assert sorted(per_location(first.tserver_uuids).values()) == expected
     for _ in range(59):
-        result = state.place_new_tablet("t", b"", rf, now_s=0.0)
+        result = place_new_tablet(state, "t", b"", rf, now_s=0.0)
         assert result.policy_met
         assert max(per_location(result.tserver_uuids).values()) <= max(expected)
     totals = [info.pending_replicas for info in state.tservers()]
@@ -81,7 +89,7 @@ def test_replicas_spread_like_kudu_on_an_empty_cluster(sizes, rf, expected) -> N
 def test_location_load_decides_and_counts_pending_replicas() -> None:
     # /L0 has 4 servers, /L1 one: with RF 1 and no policy pressure, /L0 gets 4 of every 5.
     state = cluster([4, 1])
-    placed = [state.place_new_tablet("t", b"", 1, now_s=0.0).tserver_uuids[0] for _ in range(50)]
+    placed = [place_new_tablet(state, "t", b"", 1, now_s=0.0).tserver_uuids[0] for _ in range(50)]
     assert per_location(placed) == {"/L0": 40, "/L1": 10}
 
 
@@ -89,7 +97,7 @@ def test_replacement_excludes_members_and_ignores_dead_ones_for_the_policy() -> 
     state = cluster([2, 2, 2], dead=["L1-0"])
     # Members on L0-0, L1-0 (dead) and L2-0: the replacement must go to /L1 (its dead member
     # does not count), to the only live server there.
-    result = state.place_replacement("t", b"", 3, ["L0-0", "L1-0", "L2-0"], now_s=0.0)
+    result = place_replacement(state, "t", b"", 3, ["L0-0", "L1-0", "L2-0"], now_s=0.0)
     assert result.tserver_uuids == ("L1-1",)
     assert result.policy_met
     assert result.policy.replicas_per_location == (("/L0", 1), ("/L1", 1), ("/L2", 1))
@@ -97,7 +105,7 @@ def test_replacement_excludes_members_and_ignores_dead_ones_for_the_policy() -> 
 
 def test_replacement_of_a_leaving_member_keeps_the_policy() -> None:
     state = cluster([2, 2, 2])
-    result = state.place_replacement("t", b"", 3, ["L0-0", "L0-1", "L2-0"], now_s=0.0, leaving=["L0-1"])
+    result = place_replacement(state, "t", b"", 3, ["L0-0", "L0-1", "L2-0"], now_s=0.0, leaving=["L0-1"])
     assert location_of(result.tserver_uuids[0]) == "/L1"
     assert result.policy_met
 
@@ -106,7 +114,7 @@ def test_replacement_when_the_layout_already_violates_is_best_effort() -> None:
     state = cluster([3, 1, 1])
     state.set_tserver_live("L1-0", False)
     state.set_tserver_live("L2-0", False)
-    result = state.place_replacement("t", b"", 3, ["L0-0", "L0-1"], now_s=0.0)
+    result = place_replacement(state, "t", b"", 3, ["L0-0", "L0-1"], now_s=0.0)
     assert result.tserver_uuids == ("L0-2",)
     assert not result.policy_met
     assert result.policy.verdict is Verdict.UNSATISFIABLE
@@ -116,25 +124,25 @@ def test_replacement_when_the_layout_already_violates_is_best_effort() -> None:
 def test_bad_replication_factors_are_refused(rf: object) -> None:
     state = cluster([3])
     with pytest.raises(InvalidArgument, match="replication factor"):
-        state.place_new_tablet("t", b"", rf, now_s=0.0)  # type: ignore[arg-type]
+        place_new_tablet(state, "t", b"", rf, now_s=0.0)  # type: ignore[arg-type]
 
 
 def test_bad_requests_are_refused_and_change_nothing() -> None:
     state = cluster([3])
     with pytest.raises(InvalidArgument, match="table id"):
-        state.place_new_tablet("", b"", 1, now_s=0.0)
+        place_new_tablet(state, "", b"", 1, now_s=0.0)
     with pytest.raises(InvalidArgument, match="range start key must be bytes"):
-        state.place_new_tablet("t", "k", 1, now_s=0.0)  # type: ignore[arg-type]
+        place_new_tablet(state, "t", "k", 1, now_s=0.0)  # type: ignore[arg-type]
     with pytest.raises(ServiceUnavailable, match="not enough live tablet servers to place 4 replica"):
-        state.place_new_tablet("t", b"", 4, now_s=0.0)
+        place_new_tablet(state, "t", b"", 4, now_s=0.0)
     with pytest.raises(NotFound, match="unknown tablet server 'nope'"):
-        state.place_replacement("t", b"", 3, ["nope"], now_s=0.0)
+        place_replacement(state, "t", b"", 3, ["nope"], now_s=0.0)
     with pytest.raises(AlreadyPresent, match="listed twice"):
-        state.place_replacement("t", b"", 3, ["L0-0", "L0-0"], now_s=0.0)
+        place_replacement(state, "t", b"", 3, ["L0-0", "L0-0"], now_s=0.0)
     with pytest.raises(InvalidArgument, match="not among the current replicas"):
-        state.place_replacement("t", b"", 3, ["L0-0"], now_s=0.0, leaving=["L0-1"])
+        place_replacement(state, "t", b"", 3, ["L0-0"], now_s=0.0, leaving=["L0-1"])
     with pytest.raises(ServiceUnavailable, match="3 already hold a replica"):
-        state.place_replacement("t", b"", 3, ["L0-0", "L0-1", "L0-2"], now_s=0.0)
+        place_replacement(state, "t", b"", 3, ["L0-0", "L0-1", "L0-2"], now_s=0.0)
     assert all(info.pending_replicas == 0 for info in state.tservers())
     assert not state.locations["/L0"].tables
 
@@ -142,7 +150,7 @@ def test_bad_requests_are_refused_and_change_nothing() -> None:
 def test_same_seed_same_placements_different_seed_different_ties() -> None:
     def run(seed: int) -> list[tuple[str, ...]]:
         state = cluster([5, 5, 5], seed=seed)
-        return [state.place_new_tablet(f"t{k % 4}", b"", 3, now_s=k * 0.1).tserver_uuids for k in range(200)]
+        return [place_new_tablet(state, f"t{k % 4}", b"", 3, now_s=k * 0.1).tserver_uuids for k in range(200)]
 
     assert run(7) == run(7)
     assert run(7) != run(8)
@@ -150,14 +158,14 @@ def test_same_seed_same_placements_different_seed_different_ties() -> None:
 
 def test_limit_matches_the_policy_module() -> None:
     state = cluster([2, 2])
-    result = state.place_new_tablet("t", b"", 3, now_s=0.0)
+    result = place_new_tablet(state, "t", b"", 3, now_s=0.0)
     assert result.policy.limit == location_limit(3, 2) == 2
 
 
 def test_repr_and_explain_are_readable() -> None:
     state = ClusterState(random.Random(0))
     state.register_tserver("a", "/x")
-    result = state.place_new_tablet("t", b"", 1, now_s=0.0)
+    result = place_new_tablet(state, "t", b"", 1, now_s=0.0)
     assert repr(result) == "PlacementResult(('a',), policy_met=True)"
     assert result.explain() == "placed on a: placement policy met (/x: 1; any layout complies with a single location)"
 
@@ -170,9 +178,9 @@ def test_replicas_of_one_range_spread_over_servers_before_doubling_up() -> None:
     for i in range(10):
         for _ in range(20):
             state.add_replica("busy", b"", f"L{i % 3}-{i}")
-    first = [u for _ in range(10) for u in state.place_new_tablet("t", b"hot", 3, now_s=0.0).tserver_uuids]
+    first = [u for _ in range(10) for u in place_new_tablet(state, "t", b"hot", 3, now_s=0.0).tserver_uuids]
     assert len(set(first)) == 30
-    second = [u for _ in range(10) for u in state.place_new_tablet("t", b"hot", 3, now_s=0.0).tserver_uuids]
+    second = [u for _ in range(10) for u in place_new_tablet(state, "t", b"hot", 3, now_s=0.0).tserver_uuids]
     assert Counter(first + second).most_common(1)[0][1] == 2
     busy = {f"L{i % 3}-{i}" for i in range(10)}
     light = set(state.by_uuid) - busy

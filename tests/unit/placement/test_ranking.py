@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import ServiceUnavailable
+from nyala.errors import ServiceUnavailable
 from nyala.placement import ClusterState, ranking
 from nyala.placement.placer import place_new_tablet, place_replacement
 from nyala.placement.ranking import SKIP_BUDGET, choose_server

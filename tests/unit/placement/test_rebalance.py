@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.placement import check_placement
 from nyala.placement.rebalance import ClusterInfo, Move, RebalanceOptions, TabletInfo, plan_moves
 

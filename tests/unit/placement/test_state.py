@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from nyala.common.errors import InvalidArgument, NotFound
-from nyala.placement import ClusterState, TServerInfo
+from nyala.errors import InvalidArgument, NotFound
+from nyala.placement import ClusterState, TServerInfo, place_new_tablet
 
 from .helpers import assert_consistent, cluster
 
@@ -26,7 +26,7 @@ def test_register_reregister_and_liveness() -> None:
 def test_reregistering_under_a_new_location_carries_the_counts() -> None:
     state = cluster([2, 1])
     state.add_replica("t", b"k", "L0-0")
-    state.place_new_tablet("t", b"k", 1, now_s=0.0)
+    place_new_tablet(state, "t", b"k", 1, now_s=0.0)
     before = {info.uuid: (info.reported_replicas, info.pending_replicas) for info in state.tservers()}
     state.register_tserver("L0-0", "/L1")
     assert state.tserver("L0-0").location == "/L1"
@@ -57,7 +57,7 @@ def test_add_and_remove_replicas() -> None:
 
 def test_pending_only_replica_cannot_be_removed_as_reported() -> None:
     state = cluster([1])
-    state.place_new_tablet("t", b"", 1, now_s=0.0)
+    place_new_tablet(state, "t", b"", 1, now_s=0.0)
     with pytest.raises(NotFound):
         state.remove_replica("t", b"", "L0-0")
 
@@ -79,7 +79,7 @@ def test_dead_servers_keep_their_counts_but_receive_nothing() -> None:
     state.set_tserver_live("L0-0", False)
     assert state.locations["/L0"].reported == 0
     for _ in range(10):
-        assert "L0-0" not in state.place_new_tablet("t", b"", 2, now_s=0.0).tserver_uuids
+        assert "L0-0" not in place_new_tablet(state, "t", b"", 2, now_s=0.0).tserver_uuids
     state.set_tserver_live("L0-0", True)
     assert state.tserver("L0-0").reported_replicas == 1
     assert_consistent(state)

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, CallContext, Messenger, RpcMethod, RpcOptions, RpcServer
 from nyala.rpc.framing import PREAMBLE, ResponseHeader, encode_request

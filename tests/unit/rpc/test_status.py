@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.rpc.status import error_to_status, status_to_error
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from nyala.common import errors
+from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, Messenger, RpcServer
 from nyala.rpc.tls import client_context, server_context

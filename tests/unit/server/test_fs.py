@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Corruption, IllegalState
+from nyala.errors import Corruption, IllegalState
 from nyala.server import DataDir, ServerStatus
 
 

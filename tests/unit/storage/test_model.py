@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import AlreadyPresent, NotFound
+from nyala.errors import AlreadyPresent, NotFound
 from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
 from nyala.storage import ApplyEntry, ScanSpec, StorageOptions, TabletStoreManager
 

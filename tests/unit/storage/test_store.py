@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nyala.common.errors import AlreadyPresent, Corruption, IllegalState, InvalidArgument, NotFound
+from nyala.errors import AlreadyPresent, Corruption, IllegalState, InvalidArgument, NotFound
 from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
 from nyala.storage import ApplyEntry, ScanSpec, StorageOptions, TabletStore, TabletStoreManager
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions, parse_locations
 
 

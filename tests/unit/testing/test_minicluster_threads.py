@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 
 

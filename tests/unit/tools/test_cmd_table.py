@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema
 from nyala.tools.cli import main
 from nyala.tools.cmd_table import parse_predicate, parse_value

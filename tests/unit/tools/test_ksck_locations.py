@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from nyala.client.info import ReplicaInfo, TabletInfo, TabletServerInfo
-from nyala.client.ksck import (
+from nyala.tools.ksck import (
     NO_LOCATION,
     PINGS,
     LocationCheck,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nyala.common.errors import Corruption
+from nyala.errors import Corruption
 from nyala.schema import ColumnSchema
 from nyala.tserver.envelope import (
     AlterPayload,

@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import cast
 
-from nyala.common.errors import ServiceUnavailable
 from nyala.common.hostport import HostPort
 from nyala.consensus.runtime import PeerDirectory
+from nyala.errors import ServiceUnavailable
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb

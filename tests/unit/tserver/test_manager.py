@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Aborted, AlreadyPresent, NotFound, ServiceUnavailable
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import RaftConfig, RaftOptions, Role
 from nyala.consensus.runtime import RaftTransport, ReplicaOptions
+from nyala.errors import Aborted, AlreadyPresent, NotFound, ServiceUnavailable
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger, RpcServer
 from nyala.rpc.loop import run

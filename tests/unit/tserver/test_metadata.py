@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Corruption, NotFound
+from nyala.errors import Corruption, NotFound
 from nyala.schema import ColumnSchema
 from nyala.tserver.metadata import META_FILE, DataState, MetadataFile, PendingAlter, TabletMetadata
 

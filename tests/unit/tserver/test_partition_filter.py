@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, HashDimension, Partition, Partitioner, PartitionSchema, RangeBounds, Schema
 from nyala.tserver.partition_filter import PartitionFilter
 

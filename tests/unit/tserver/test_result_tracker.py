@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Aborted, Corruption, InvalidArgument, ServiceUnavailable
 from nyala.consensus.core import EntryType, LogEntry
+from nyala.errors import Aborted, Corruption, InvalidArgument, ServiceUnavailable
 from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.loop import run

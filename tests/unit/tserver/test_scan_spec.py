@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import KeyRange, Predicate, encode_key
 from nyala.tserver.scan_spec import plan_scan

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from nyala.common.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, NotFound
 from nyala.rpc.framing import SplitSidecar
 from nyala.rpc.loop import run
 from nyala.schema import decode_key

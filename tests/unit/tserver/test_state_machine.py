@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import AlreadyPresent, InvalidArgument
 from nyala.consensus.core import EntryType, LogEntry
+from nyala.errors import AlreadyPresent, InvalidArgument
 from nyala.schema import ColumnSchema, OpType, Schema, make_row_operations
 from nyala.storage import EntryResult, ScanSpec, TabletStoreManager
 from nyala.tserver.envelope import JoinedWrite, RequestId, encode_alter, encode_joined, encode_write

@@ -11,9 +11,9 @@ from typing import cast
 import pyarrow as pa
 import pytest
 
-from nyala.common.errors import Aborted, InvalidArgument, NotTheLeader, NyalaError, ServiceUnavailable
 from nyala.consensus.core import EntryType, LogEntry, Role
 from nyala.consensus.runtime import RaftReplica
+from nyala.errors import Aborted, InvalidArgument, NotTheLeader, NyalaError, ServiceUnavailable
 from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.loop import run

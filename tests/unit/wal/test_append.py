@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument, IOFailure
+from nyala.errors import IllegalState, InvalidArgument, IOFailure
 from nyala.wal import Log, LogEntry, WalOptions
 
 from .helpers import SMALL, check_entries, fill, make_entries, stalled_appender

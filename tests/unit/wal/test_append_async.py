@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument, IOFailure
+from nyala.errors import IllegalState, InvalidArgument, IOFailure
 from nyala.rpc.loop import loop_factory
 from nyala.wal import Log, LogEntry, WalOptions, loop_bridge
 from nyala.wal import appender as appender_module

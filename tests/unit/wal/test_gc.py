@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import IllegalState, InvalidArgument, NotFound
+from nyala.errors import IllegalState, InvalidArgument, NotFound
 from nyala.wal import AnchorKind, Log, LogAnchorRegistry, WalOptions
 from nyala.wal.anchors import segments_to_delete
 

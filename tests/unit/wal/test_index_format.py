@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nyala.common.errors import Corruption, NotFound
+from nyala.errors import Corruption, NotFound
 from nyala.wal import LogEntry
 from nyala.wal.format import (
     KIND_ENTRY,

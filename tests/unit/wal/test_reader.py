@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Corruption, InvalidArgument, NotFound
+from nyala.errors import Corruption, InvalidArgument, NotFound
 from nyala.wal import Log, WalOptions
 from nyala.wal.format import BATCH_HEADER_SIZE
 from nyala.wal.scan import read_segment_file, scan_segment

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import Corruption
+from nyala.errors import Corruption
 from nyala.wal import Log, WalOptions
 from nyala.wal.format import BATCH_HEADER_SIZE, FOOTER_SIZE, Footer, encode_footer, encode_segment_header
 from nyala.wal.scan import SegmentScan, read_segment_file, scan_segment

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 from nyala.wal import Log, LogEntry, WalOptions
 from nyala.wal.dump import inspect_log
 

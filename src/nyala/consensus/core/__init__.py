@@ -102,7 +102,7 @@ Driver contract
    is durable (rule 1) once the disk is repaired, or is replaced.
 9. Compact with ``compact(index)`` only up to what the state machine has durably applied,
    and keep enough log for lagging peers where possible (``peer_progress()``).
-10. Client calls that refuse raise from ``nyala.common.errors``: NotTheLeader (with a
+10. Client calls that refuse raise from ``nyala.errors``: NotTheLeader (with a
     leader hint), ServiceUnavailable (retry soon), IllegalState, Aborted (CAS failed),
     InvalidArgument, NotFound, AlreadyPresent.  A broken internal invariant raises
     AssertionError, which must stop the replica.

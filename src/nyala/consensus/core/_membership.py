@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nyala.common.errors import Aborted, IllegalState, InvalidArgument, NotFound, NotTheLeader
 from nyala.consensus.core._state import CoreState, Phase
 from nyala.consensus.core.config import (
     ChangeKind,
@@ -33,6 +32,7 @@ from nyala.consensus.core.config import (
 )
 from nyala.consensus.core.progress import Progress, ProgressState
 from nyala.consensus.core.types import EntryType, LeaderState, LogEntry, OpId
+from nyala.errors import Aborted, IllegalState, InvalidArgument, NotFound, NotTheLeader
 
 
 class MembershipMixin(CoreState):

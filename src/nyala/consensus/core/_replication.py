@@ -31,7 +31,6 @@ request proved to match.
 
 from __future__ import annotations
 
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core._state import CoreState, Phase
 from nyala.consensus.core.config import RaftConfig, decode_config
 from nyala.consensus.core.messages import (
@@ -44,6 +43,7 @@ from nyala.consensus.core.messages import (
 from nyala.consensus.core.progress import Progress, ProgressState
 from nyala.consensus.core.ready import ReadState
 from nyala.consensus.core.types import EntryType, LeaderState, LogEntry
+from nyala.errors import InvalidArgument
 
 
 class ReplicationMixin(CoreState):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from google.protobuf.message import DecodeError
 
-from nyala.common.errors import AlreadyPresent, Corruption, InvalidArgument, NotFound
+from nyala.errors import AlreadyPresent, Corruption, InvalidArgument, NotFound
 from nyala.proto import consensus_pb2
 
 __all__ = [

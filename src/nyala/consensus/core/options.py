@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from nyala.common.config import setting
-from nyala.common.errors import InvalidArgument
+from nyala.errors import InvalidArgument
 
 __all__ = ["RaftOptions", "TickTiming"]
 

@@ -18,7 +18,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from nyala.common.errors import Corruption, IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
 from nyala.consensus.core._membership import MembershipMixin
 from nyala.consensus.core._replication import ReplicationMixin
 from nyala.consensus.core._state import CoreState, Phase
@@ -38,6 +37,7 @@ from nyala.consensus.core.options import RaftOptions
 from nyala.consensus.core.progress import Progress
 from nyala.consensus.core.ready import PersistentState, ReadState, Ready, SoftState
 from nyala.consensus.core.types import EntryType, HardState, LeaderState, LogEntry, OpId, Role
+from nyala.errors import Corruption, IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
 
 if TYPE_CHECKING:
     from random import Random

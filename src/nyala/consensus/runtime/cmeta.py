@@ -13,8 +13,8 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from nyala.common.errors import Corruption, NotFound
 from nyala.consensus.core import HardState, RaftConfig, decode_config, encode_config
+from nyala.errors import Corruption, NotFound
 from nyala.files import write_atomically
 from nyala.proto import consensus_pb2
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from nyala.common.errors import InvalidArgument
 from nyala.consensus.core import (
     AppendRequest,
     AppendResponse,
@@ -25,6 +24,7 @@ from nyala.consensus.core import (
     VoteRequest,
     VoteResponse,
 )
+from nyala.errors import InvalidArgument
 from nyala.proto import consensus_rpc_pb2 as pb
 from nyala.rpc.framing import Buffer
 

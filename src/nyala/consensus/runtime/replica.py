@@ -37,16 +37,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nyala.common.config import setting
-from nyala.common.errors import (
-    Aborted,
-    AlreadyPresent,
-    IllegalState,
-    NotFound,
-    NotTheLeader,
-    NyalaError,
-    ServiceUnavailable,
-    TimedOut,
-)
 from nyala.consensus.core import (
     EntryType,
     HardState,
@@ -62,6 +52,16 @@ from nyala.consensus.core import (
 )
 from nyala.consensus.runtime.cmeta import ConsensusMetadata
 from nyala.consensus.runtime.transport import RaftTransport
+from nyala.errors import (
+    Aborted,
+    AlreadyPresent,
+    IllegalState,
+    NotFound,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+    TimedOut,
+)
 from nyala.wal import AnchorKind, Log, LogAnchorRegistry, WalOptions
 from nyala.wal import LogEntry as WalEntry
 

@@ -22,10 +22,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from nyala.common.errors import InvalidArgument, NyalaError
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import Message
 from nyala.consensus.runtime.codec import decode_message, encode_message
+from nyala.errors import InvalidArgument, NyalaError
 from nyala.proto import common_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.rpc import Buffer, CallContext, Messenger, RpcServer

@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
-from nyala.common.errors import NyalaError
 from nyala.consensus.core import LeaderState, Message, OpId, RaftConfig, RaftCore, RaftOptions
+from nyala.errors import NyalaError
 from nyala.testing.sim.checker import SafetyChecker, SafetyViolation
 from nyala.testing.sim.disk import SimDisk
 from nyala.testing.sim.loop import MS, EventLoop

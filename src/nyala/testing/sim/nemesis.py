@@ -28,8 +28,8 @@ import random
 from collections.abc import Callable
 from functools import partial
 
-from nyala.common.errors import NyalaError
 from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftCore
+from nyala.errors import NyalaError
 from nyala.testing.sim.cluster import Cluster
 from nyala.testing.sim.loop import MS, SECOND
 from nyala.testing.sim.network import NetworkProfile

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 from functools import partial
 
-from nyala.common.errors import NyalaError
+from nyala.errors import NyalaError
 from nyala.testing.linearizability import check_kv_history, format_history
 from nyala.testing.sim.cluster import Cluster
 from nyala.testing.sim.loop import MS

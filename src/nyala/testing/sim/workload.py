@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from nyala.common.errors import NotTheLeader, NyalaError
 from nyala.consensus.core import OpId
+from nyala.errors import NotTheLeader, NyalaError
 from nyala.testing.linearizability import Operation
 from nyala.testing.sim.cluster import Cluster
 from nyala.testing.sim.kv import encode_put

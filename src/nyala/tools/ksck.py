@@ -42,17 +42,16 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nyala.common.errors import NyalaError
+from nyala.client.async_client import AsyncClient
+from nyala.client.info import TabletInfo, TabletServerInfo, role_name
 from nyala.common.hostport import parse_address
+from nyala.errors import NyalaError
 from nyala.placement import Verdict, check_placement
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.services import CONNECT_TO_MASTER, GET_CONSENSUS_STATE, LIST_TABLETS, PING
-
-from .async_client import AsyncClient
-from .info import TabletInfo, TabletServerInfo, role_name
 
 __all__ = [
     "KsckReport",
@@ -247,7 +246,7 @@ def _count(values: Iterable[str]) -> dict[str, int]:
 
 async def _ping(client: AsyncClient, address: str, timeout_s: float) -> PingResult:
     """The fastest of ``PINGS`` round trips to ``address`` (sequential, so they do not queue)."""
-    messenger = client._ctx.messenger
+    messenger = client.messenger
     loop = asyncio.get_running_loop()
     best: float | None = None
     failed, error = 0, ""
@@ -264,7 +263,7 @@ async def _ping(client: AsyncClient, address: str, timeout_s: float) -> PingResu
 
 
 async def _check_masters(client: AsyncClient, timeout_s: float) -> list[MasterCheck]:
-    messenger = client._ctx.messenger
+    messenger = client.messenger
 
     async def probe(address: str) -> MasterCheck:
         try:
@@ -280,7 +279,7 @@ async def _check_masters(client: AsyncClient, timeout_s: float) -> list[MasterCh
 
 
 async def _view(client: AsyncClient, uuid: str, address: str, timeout_s: float) -> ServerView:
-    messenger = client._ctx.messenger
+    messenger = client.messenger
     timeout = min(timeout_s, 10.0)
     try:
         listed, consensus = await asyncio.gather(
