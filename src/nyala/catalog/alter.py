@@ -3,9 +3,11 @@
 Steps apply in order to a working copy; the first bad step raises InvalidArgument naming it
 (and its position) and nothing changes.  Column ids are never reused (the schema carries its
 next_column_id, which only grows), even for a column added after a drop, so tablet servers
-(which diff schemas by column id) see "drop b, add c" rather than "rename b to c".  Renaming a
-partitioning column renames it in the partition schema too (the partition keys are of values,
-not names).  Range bounds arrive as JSON lists of the range columns' values in the form ``ColumnType.to_json`` writes.
+(which diff schemas by column id) see "drop b, add c" rather than "rename b to c".  Primary key
+columns (which include every partitioning column) can be neither dropped nor renamed: a tablet
+server's store keeps its key columns fixed and refuses a schema that changes them, so a key
+change committed here would leave every tablet unable to reach the new schema version.  Range
+bounds arrive as JSON lists of the range columns' values in the form ``ColumnType.to_json`` writes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from nyala.catalog.entries import TableInfo
 from nyala.catalog.validate import check_table_name
 from nyala.errors import InvalidArgument, NotFound
 from nyala.proto import master_pb2 as mpb
-from nyala.schema import ColumnSchema, HashDimension, Partition, Partitioner, PartitionSchema, RangeBounds, Schema
+from nyala.schema import ColumnSchema, Partition, Partitioner, PartitionSchema, RangeBounds, Schema
 
 __all__ = ["AlterPlan", "plan_alter"]
 
@@ -119,15 +121,10 @@ def _rename_column(work: _Work, old: str, new: str) -> None:
         raise InvalidArgument(f"no column {old!r}; columns are {work.schema.names}")
     if not new:
         raise InvalidArgument(f"new name of column {old!r} is empty")
+    if work.schema.is_key(old):
+        # The partition schema names key columns only, so it never needs renaming here.
+        raise InvalidArgument(f"cannot rename primary key column {old!r}: key columns cannot change")
     work.schema = work.schema.rename_column(old, new)
-    ps = work.partition_schema
-    rename = {old: new}
-    work.partition_schema = PartitionSchema(
-        tuple(
-            HashDimension(tuple(rename.get(c, c) for c in d.columns), d.num_buckets, d.seed) for d in ps.hash_dimensions
-        ),
-        tuple(rename.get(c, c) for c in ps.range_columns),
-    )
 
 
 def _bounds(work: _Work, step: mpb.AlterTableStepPB.RangePartition) -> RangeBounds:
@@ -166,8 +163,7 @@ def _add_range(work: _Work, step: mpb.AlterTableStepPB.RangePartition) -> None:
 
 def _drop_range(work: _Work, step: mpb.AlterTableStepPB.RangePartition) -> None:
     bounds = _bounds(work, step)
-    if bounds not in work.ranges:
-        raise InvalidArgument("no such range partition")
+    work.partitioner().drop_range(bounds)  # NotFound naming the table's ranges when there is no such range
     work.ranges.remove(bounds)
     if bounds in work.added_ranges:
         work.added_ranges.remove(bounds)  # added earlier in this request: it never existed

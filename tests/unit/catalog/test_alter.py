@@ -58,15 +58,12 @@ def test_add_drop_rename_columns_keep_ids_and_never_reuse_one() -> None:
     assert plan.partitioner.schema == plan.schema
 
 
-def test_renaming_a_partition_column_renames_it_in_the_partition_schema() -> None:
+@pytest.mark.parametrize("column", ["id", "ts"])  # a hash and a range partitioning column, both key columns
+def test_renaming_a_key_column_is_refused(column: str) -> None:
+    # Tablet servers refuse any change to the key columns: committing one would strand every tablet.
     table = table_in(CatalogState())
-    plan = plan_alter(table, alter(STEP(rename_column=STEP.RenameColumn(old_name="ts", new_name="when"))))
-    ps = plan.partitioner.partition_schema
-    assert ps.range_columns == ("when",)
-    assert ps.hash_dimensions[0].columns == ("id",)
-    assert [p.partition_key_start for p in plan.partitioner.partitions] == [
-        p.partition_key_start for p in table.partitioner.partitions
-    ]
+    with pytest.raises(InvalidArgument, match=f"cannot rename primary key column '{column}'"):
+        plan_alter(table, alter(STEP(rename_column=STEP.RenameColumn(old_name=column, new_name="renamed"))))
 
 
 def test_add_and_drop_range_partitions_name_the_tablets_they_add_and_drop() -> None:
@@ -104,7 +101,7 @@ def test_a_range_added_and_dropped_in_one_request_adds_nothing() -> None:
         ((STEP(rename_column=STEP.RenameColumn(old_name="name", new_name="score")),), "duplicate column name"),
         ((STEP(rename_column=STEP.RenameColumn(old_name="zz", new_name="y")),), "no column 'zz'"),
         ((range_step("add_range_partition", 50, 150),), "overlaps"),
-        ((range_step("drop_range_partition", 0, 50),), "no such range partition"),
+        ((range_step("drop_range_partition", 0, 50),), r"no range \[\(0,\), \(50,\)\); ranges are"),
         ((range_step("add_range_partition", 300, 200),), "not below"),
         (
             (range_step("drop_range_partition", 0, 100), range_step("drop_range_partition", 100, 200)),
