@@ -34,7 +34,7 @@ from .predicates import predicate
 from .replicas import ReadMode, ReplicaSelection
 from .scan_spec import ScanArgs
 from .scanner import AsyncScanner, ScanToken
-from .schemas import Partitioning, schema, schema_from_arrow
+from .schemas import Partitioning, RangePartition, RangePartitionBound, schema, schema_from_arrow
 from .session import AsyncSession, FlushMode
 from .sync import Client, Scanner, Session, Table, connect
 from .table import AsyncTable
@@ -53,6 +53,8 @@ __all__ = [
     "Operation",
     "Partitioning",
     "Predicate",
+    "RangePartition",
+    "RangePartitionBound",
     "ReadMode",
     "ReplicaInfo",
     "ReplicaSelection",

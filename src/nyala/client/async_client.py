@@ -46,7 +46,7 @@ from .options import ClientOptions
 from .replicas import local_host_addresses
 from .scan_spec import ScanSpec
 from .scanner import AsyncScanner, ScanToken
-from .schemas import Partitioning, RangeValues, schema_from_arrow
+from .schemas import Partitioning, RangePartition, RangeValues, schema_from_arrow
 from .table import AsyncTable
 
 __all__ = ["DEFAULT_MASTER_PORT", "AsyncClient", "connect_async", "show_range", "show_value"]
@@ -54,6 +54,8 @@ __all__ = ["DEFAULT_MASTER_PORT", "AsyncClient", "connect_async", "show_range", 
 DEFAULT_MASTER_PORT = 7051
 
 ColumnLike = ColumnSchema | tuple[str, str] | tuple[str, str, bool] | tuple[str, str, bool, Any]
+#: A range partition to add or drop: a RangePartition (with bound types) or a ``(lower, upper)`` pair.
+RangeLike = RangePartition | tuple[RangeValues, RangeValues]
 
 
 class AsyncClient:
@@ -235,12 +237,18 @@ class AsyncClient:
         add_columns: Sequence[ColumnLike] = (),
         drop_columns: Sequence[str] = (),
         rename_columns: dict[str, str] | None = None,
-        add_range_partitions: Sequence[tuple[RangeValues, RangeValues]] = (),
-        drop_range_partitions: Sequence[tuple[RangeValues, RangeValues]] = (),
+        add_range_partitions: Sequence[RangeLike] = (),
+        drop_range_partitions: Sequence[RangeLike] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> int:
-        """Alter a table in one catalog operation; returns the new schema version."""
+        """Alter a table in one catalog operation; returns the new schema version.
+
+        A range partition is a ``(lower, upper)`` pair (``[lower, upper)``, None unbounded) or a
+        :class:`RangePartition` with Kudu's bound types; a range to drop must match an existing
+        range exactly.  Steps apply in order: add and drop columns, rename columns, add ranges,
+        drop ranges.
+        """
         deadline = self._deadline(timeout_s, f"altering table {name!r}")
         info = await self._ctx.meta.table(deadline, name=name, refresh=True)
         steps = _alter_steps(
@@ -394,15 +402,15 @@ def _alter_steps(
     add_columns: Sequence[ColumnLike],
     drop_columns: Sequence[str],
     rename_columns: dict[str, str],
-    add_ranges: Sequence[tuple[RangeValues, RangeValues]],
-    drop_ranges: Sequence[tuple[RangeValues, RangeValues]],
+    add_ranges: Sequence[RangeLike],
+    drop_ranges: Sequence[RangeLike],
 ) -> list[mpb.AlterTableStepPB]:
     step = mpb.AlterTableStepPB
     steps = [step(add_column=step.AddColumn(column=_column_json(c))) for c in add_columns]
     steps += [step(drop_column=step.DropColumn(name=c)) for c in drop_columns]
     steps += [step(rename_column=step.RenameColumn(old_name=o, new_name=n)) for o, n in rename_columns.items()]
-    steps += [step(add_range_partition=_range_pb(info, lo, hi)) for lo, hi in add_ranges]
-    steps += [step(drop_range_partition=_range_pb(info, lo, hi)) for lo, hi in drop_ranges]
+    steps += [step(add_range_partition=_range_pb(info, RangePartition.of(r))) for r in add_ranges]
+    steps += [step(drop_range_partition=_range_pb(info, RangePartition.of(r))) for r in drop_ranges]
     return steps
 
 
@@ -421,25 +429,20 @@ def _column_json(column: ColumnLike) -> bytes:
     return json.dumps(column.to_dict()).encode()
 
 
-def _range_pb(info: TableInfo, lower: RangeValues, upper: RangeValues) -> mpb.AlterTableStepPB.RangePartition:
+def _range_pb(info: TableInfo, spec: RangePartition) -> mpb.AlterTableStepPB.RangePartition:
     columns = info.partitioner.partition_schema.range_columns
     if not columns:
         raise InvalidArgument(f"table {info.name!r} has no range partition columns")
-
-    def values(bound: RangeValues) -> list[Any] | None:
-        if bound is None:
-            return None
-        return [bound] if isinstance(bound, str | bytes) or not isinstance(bound, Sequence) else list(bound)
-
-    lo, hi = values(lower), values(upper)
-    info.partitioner.bounds(lo, hi)  # InvalidArgument for wrong arity, types or order
+    lo, hi = spec.values(info.partitioner)  # InvalidArgument for wrong arity or types
+    info.partitioner.bounds(lo, hi)  # InvalidArgument when lower is not below upper
 
     def encode(vals: list[Any] | None) -> bytes:
         if vals is None:
             return b""
         types = [info.schema.column(c).type for c in columns]
-        return json.dumps([t.to_json(t.check(v, "range bound")) for t, v in zip(types, vals, strict=True)]).encode()
+        return json.dumps([t.to_json(v) for t, v in zip(types, vals, strict=True)]).encode()
 
+    # Sent as [inclusive, exclusive) values: the bound types never reach the master.
     return mpb.AlterTableStepPB.RangePartition(lower_bound=encode(lo), upper_bound=encode(hi))
 
 

@@ -8,12 +8,15 @@ and made non-null.
 :class:`Partitioning` is a small builder in the manner of Kudu's ``CreateTableOptions``:
 zero or more hash levels (columns, buckets, seed), then optional range columns with explicit
 ``[lower, upper)`` range partitions.  Range columns without any range partition mean one
-unbounded range; no hash levels and no range columns mean a single tablet.
+unbounded range; no hash levels and no range columns mean a single tablet.  As in Kudu, a
+bound may be given as exclusive (lower) or inclusive (upper) with :class:`RangePartitionBound`;
+the table keeps the equivalent ``[lower, upper)`` (the bound's next key).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +25,7 @@ import pyarrow as pa
 from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, HashDimension, Partitioner, PartitionSchema, RangeBounds, Schema
 
-__all__ = ["Partitioning", "RangeValues", "schema", "schema_from_arrow"]
+__all__ = ["Partitioning", "RangePartition", "RangePartitionBound", "RangeValues", "schema", "schema_from_arrow"]
 
 #: A range bound: one value per range column (a bare value for a single column), or None for unbounded.
 RangeValues = Sequence[Any] | Any | None
@@ -73,10 +76,52 @@ def _names(value: Sequence[str] | str, what: str) -> list[str]:
     return names
 
 
+class RangePartitionBound(enum.Enum):
+    """Whether a range bound's own key is in the range (Kudu's ``RangePartitionBound``)."""
+
+    INCLUSIVE_BOUND = "INCLUSIVE_BOUND"
+    EXCLUSIVE_BOUND = "EXCLUSIVE_BOUND"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Range:
-    lower: RangeValues
-    upper: RangeValues
+class RangePartition:
+    """A range partition to add or drop; by default ``[lower, upper)``, None unbounded.
+
+    ``RangePartition([1], [10], upper_bound_type=RangePartitionBound.INCLUSIVE_BOUND)`` is the
+    range ``[1, 11)`` of an integer range column.
+    """
+
+    lower: RangeValues = None
+    upper: RangeValues = None
+    lower_bound_type: RangePartitionBound = RangePartitionBound.INCLUSIVE_BOUND
+    upper_bound_type: RangePartitionBound = RangePartitionBound.EXCLUSIVE_BOUND
+
+    @classmethod
+    def of(cls, spec: RangePartition | tuple[RangeValues, RangeValues]) -> RangePartition:
+        """A RangePartition from itself or a ``(lower, upper)`` pair."""
+        if isinstance(spec, RangePartition):
+            return spec
+        if isinstance(spec, tuple) and len(spec) == 2:
+            return cls(spec[0], spec[1])
+        raise InvalidArgument(f"a range partition is a RangePartition or a (lower, upper) pair, not {spec!r}")
+
+    def bounds(self, partitioner: Partitioner) -> RangeBounds:
+        """The encoded ``[lower, upper)`` of this range for ``partitioner``'s range columns."""
+        lower, upper = self.values(partitioner)
+        return partitioner.bounds(lower, upper)
+
+    def values(self, partitioner: Partitioner) -> tuple[list[Any] | None, list[Any] | None]:
+        """The range as ``[inclusive lower, exclusive upper)`` values, checked against the types."""
+        columns = partitioner.partition_schema.range_columns
+        for bound_type in (self.lower_bound_type, self.upper_bound_type):
+            if not isinstance(bound_type, RangePartitionBound):
+                raise InvalidArgument(f"a bound type is a RangePartitionBound, not {bound_type!r}")
+        return partitioner.half_open(
+            _values(self.lower, columns),
+            _values(self.upper, columns),
+            lower_inclusive=self.lower_bound_type is RangePartitionBound.INCLUSIVE_BOUND,
+            upper_inclusive=self.upper_bound_type is RangePartitionBound.INCLUSIVE_BOUND,
+        )
 
 
 class Partitioning:
@@ -89,7 +134,7 @@ class Partitioning:
     def __init__(self) -> None:
         self._hash: list[HashDimension] = []
         self._range_columns: tuple[str, ...] | None = None
-        self._ranges: list[_Range] = []
+        self._ranges: list[RangePartition] = []
 
     def add_hash_partitions(self, columns: Sequence[str] | str, num_buckets: int, seed: int = 0) -> Partitioning:
         """Add a hash level: rows go to ``murmur2_64(columns, seed) % num_buckets``."""
@@ -101,9 +146,16 @@ class Partitioning:
         self._range_columns = () if not columns else tuple(_names(columns, "range columns"))
         return self
 
-    def add_range_partition(self, lower: RangeValues = None, upper: RangeValues = None) -> Partitioning:
-        """Add the range ``[lower, upper)``; None is unbounded.  Ranges need not cover everything."""
-        self._ranges.append(_Range(lower, upper))
+    def add_range_partition(
+        self,
+        lower: RangeValues = None,
+        upper: RangeValues = None,
+        lower_bound_type: RangePartitionBound = RangePartitionBound.INCLUSIVE_BOUND,
+        upper_bound_type: RangePartitionBound = RangePartitionBound.EXCLUSIVE_BOUND,
+    ) -> Partitioning:
+        """Add the range ``[lower, upper)`` (or with the bound types given); None is unbounded.
+        Ranges need not cover everything."""
+        self._ranges.append(RangePartition(lower, upper, lower_bound_type, upper_bound_type))
         return self
 
     def build(self, table_schema: Schema) -> Partitioner:
@@ -114,7 +166,7 @@ class Partitioning:
         partition_schema = PartitionSchema(tuple(self._hash), range_columns)
         partition_schema.validate(table_schema)
         empty = Partitioner(table_schema, partition_schema, [RangeBounds()] if not range_columns else [])
-        bounds = [empty.bounds(_values(r.lower, range_columns), _values(r.upper, range_columns)) for r in self._ranges]
+        bounds = [r.bounds(empty) for r in self._ranges]
         if range_columns and not bounds:
             bounds = [RangeBounds()]
         return Partitioner(table_schema, partition_schema, bounds or [RangeBounds()])

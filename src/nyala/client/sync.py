@@ -29,7 +29,7 @@ from nyala.errors import IllegalState
 from nyala.rpc.loop import loop_factory
 from nyala.schema import OpType, Partitioner, Schema
 
-from .async_client import AsyncClient, ColumnLike
+from .async_client import AsyncClient, ColumnLike, RangeLike
 from .info import MasterInfo, TableSummary, TabletInfo, TabletServerInfo
 from .meta_cache import TableInfo
 from .operations import Operation, RowError, Rows, UnhandledRowErrors
@@ -37,7 +37,7 @@ from .options import ClientOptions
 from .predicates import PredicateLike
 from .scan_spec import ScanArgs
 from .scanner import AsyncScanner, ScanToken
-from .schemas import Partitioning, RangeValues
+from .schemas import Partitioning
 from .session import AsyncSession, FlushMode
 from .table import AsyncTable
 
@@ -196,8 +196,8 @@ class Client:
         add_columns: Sequence[ColumnLike] = (),
         drop_columns: Sequence[str] = (),
         rename_columns: dict[str, str] | None = None,
-        add_range_partitions: Sequence[tuple[RangeValues, RangeValues]] = (),
-        drop_range_partitions: Sequence[tuple[RangeValues, RangeValues]] = (),
+        add_range_partitions: Sequence[RangeLike] = (),
+        drop_range_partitions: Sequence[RangeLike] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> int:

@@ -26,9 +26,11 @@ from nyala.errors import Corruption
 
 from .types import INT_BITS, ColumnType, DataType, micros_to_timestamp, timestamp_to_micros
 
-__all__ = ["decode_key", "encode_key", "murmur2_64", "murmur2_64_fixed", "prefix_successor"]
+__all__ = ["decode_key", "encode_key", "key_successor", "murmur2_64", "murmur2_64_fixed", "prefix_successor"]
 
 _DATE_EPOCH = datetime.date(1970, 1, 1)
+# Decimal arithmetic without rounding: the default context keeps only 28 digits, decimals have up to 38.
+_EXACT = decimal.Context(prec=100)
 
 
 def _decimal_bytes(precision: int) -> int:
@@ -127,6 +129,60 @@ def _unescape(data: bytes, pos: int) -> tuple[bytes, int]:
             raise Corruption(f"encoded key {data!r} has a bad escape at {nul}")
         out.append(0)
         pos = nul + 2
+
+
+def key_successor(types: Sequence[ColumnType], values: Sequence[Any]) -> list[Any] | None:
+    """The smallest key greater than ``values`` (canonical values of key columns), or None when
+    ``values`` is the largest key.
+
+    Kudu's way of turning an exclusive lower bound or an inclusive upper bound into the
+    half-open ``[lower, upper)`` ranges a table stores: the last column steps to its next value
+    (integers, dates and timestamps by one unit, decimals by one unit of the scale, strings
+    and binaries by appending a zero byte); at its largest value it wraps to the smallest one
+    and the column before it steps instead.
+    """
+    out = list(values)
+    for i in range(len(out) - 1, -1, -1):
+        following = _next_value(types[i], out[i])
+        if following is not None:
+            out[i] = following
+            return out
+        out[i] = _smallest_value(types[i])
+    return None
+
+
+def _next_value(t: ColumnType, value: Any) -> Any:
+    """The next value of a key column's type, or None at its largest value."""
+    if t.type is DataType.STRING:
+        return value + "\x00"
+    if t.type is DataType.BINARY:
+        return bytes(value) + b"\x00"
+    if t.type is DataType.DECIMAL:
+        following = _EXACT.add(value, _EXACT.scaleb(decimal.Decimal(1), -t.scale))
+        return following if len(following.as_tuple().digits) <= t.precision else None
+    try:
+        if t.type is DataType.DATE:
+            return value + datetime.timedelta(days=1)
+        if t.type is DataType.TIMESTAMP:
+            return value + datetime.timedelta(microseconds=1)
+    except OverflowError:
+        return None
+    bits = INT_BITS[t.type]
+    return value + 1 if value + 1 < 1 << (bits - 1) else None
+
+
+def _smallest_value(t: ColumnType) -> Any:
+    if t.type is DataType.STRING:
+        return ""
+    if t.type is DataType.BINARY:
+        return b""
+    if t.type is DataType.DECIMAL:
+        return _EXACT.scaleb(decimal.Decimal(-(10**t.precision - 1)), -t.scale)
+    if t.type is DataType.DATE:
+        return datetime.date.min
+    if t.type is DataType.TIMESTAMP:
+        return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+    return -(1 << (INT_BITS[t.type] - 1))
 
 
 def prefix_successor(prefix: bytes) -> bytes:

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from nyala.errors import InvalidArgument, NotFound
 
 from .bounds import RangeBounds, below
-from .keys import decode_key, encode_key, murmur2_64, murmur2_64_fixed
+from .keys import decode_key, encode_key, key_successor, murmur2_64, murmur2_64_fixed
 from .predicate import KeyRange, Predicate
 from .pruning import intersect, never_matches, point_values, window_from_predicates
 from .schema import Schema
@@ -195,13 +195,61 @@ class Partitioner:
     def decode_range_key(self, data: bytes) -> tuple[Any, ...]:
         return decode_key(self._range_types, data)
 
-    def bounds(self, lower: Sequence[Any] | None, upper: Sequence[Any] | None) -> RangeBounds:
-        """Range bounds from values: ``lower`` inclusive, ``upper`` exclusive, None unbounded."""
-        lo = b"" if lower is None else self.encode_range_key(lower)
-        hi = b"" if upper is None else self.encode_range_key(upper)
+    def bounds(
+        self,
+        lower: Sequence[Any] | None,
+        upper: Sequence[Any] | None,
+        *,
+        lower_inclusive: bool = True,
+        upper_inclusive: bool = False,
+    ) -> RangeBounds:
+        """Range bounds from values, None unbounded: ``lower`` inclusive and ``upper`` exclusive
+        unless told otherwise (Kudu's range bound types)."""
+        lo_values, hi_values = self.half_open(
+            lower, upper, lower_inclusive=lower_inclusive, upper_inclusive=upper_inclusive
+        )
+        lo = b"" if lo_values is None else self.encode_range_key(lo_values)
+        hi = b"" if hi_values is None else self.encode_range_key(hi_values)
         if hi and lo >= hi:
             raise InvalidArgument(f"range lower bound {lower!r} is not below upper bound {upper!r}")
         return RangeBounds(lo, hi)
+
+    def half_open(
+        self,
+        lower: Sequence[Any] | None,
+        upper: Sequence[Any] | None,
+        *,
+        lower_inclusive: bool = True,
+        upper_inclusive: bool = False,
+    ) -> tuple[list[Any] | None, list[Any] | None]:
+        """The same range as ``[inclusive lower, exclusive upper)`` values, the form tables keep.
+
+        An exclusive lower bound becomes the next key; an inclusive upper bound becomes the
+        next key, or unbounded after the largest key.  Values are checked against the types.
+        """
+        cols = self.partition_schema.range_columns
+        checked: list[list[Any] | None] = []
+        for bound in (lower, upper):
+            if bound is None:
+                checked.append(None)
+                continue
+            if len(bound) != len(cols):
+                raise InvalidArgument(f"a range bound needs one value per range column {list(cols)}, got {bound!r}")
+            checked.append(
+                [
+                    self.schema.column(c).type.check(v, f"range bound, column {c!r}")
+                    for c, v in zip(cols, bound, strict=True)
+                ]
+            )
+        lo, hi = checked
+        if lo is not None and not lower_inclusive:
+            following = key_successor(self._range_types, lo)
+            if following is None:
+                raise InvalidArgument(f"exclusive lower bound {lower!r} is the largest key: the range would be empty")
+            lo = following
+        if hi is not None and upper_inclusive:
+            hi = key_successor(self._range_types, hi)  # None: the largest key, so no upper bound
+        return lo, hi
 
     def add_range(self, bounds: RangeBounds) -> Partitioner:
         """A partitioner with one more range; it may not overlap an existing one."""

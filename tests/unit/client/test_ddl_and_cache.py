@@ -11,7 +11,16 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from nyala.client import Client, ColumnSchema, Partitioning, connect, schema, schema_from_arrow
+from nyala.client import (
+    Client,
+    ColumnSchema,
+    Partitioning,
+    RangePartition,
+    RangePartitionBound,
+    connect,
+    schema,
+    schema_from_arrow,
+)
 from nyala.errors import AlreadyPresent, InvalidArgument, NotFound
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import FAST, hashed, kv_schema, rows
@@ -108,6 +117,20 @@ def test_alter_table_steps(cluster: FakeCluster, client: Client) -> None:
         client.alter_table("t2")
     with pytest.raises(InvalidArgument, match="range bound"):
         client.alter_table("t2", add_range_partitions=[("x", None)])
+
+
+def test_range_partitions_with_bound_types(cluster: FakeCluster, client: Client) -> None:
+    inclusive, exclusive = RangePartitionBound.INCLUSIVE_BOUND, RangePartitionBound.EXCLUSIVE_BOUND
+    parts = Partitioning().set_range_partition_columns("id").add_range_partition(0, 9, upper_bound_type=inclusive)
+    client.create_table("t", kv_schema(), parts)
+    ranges = cluster.table("t").partitioner
+    assert ranges.ranges == [ranges.bounds([0], [10])]
+    client.alter_table("t", add_range_partitions=[RangePartition(9, 19, exclusive, inclusive)])
+    assert cluster.table("t").partitioner.ranges[1] == ranges.bounds([10], [20])
+    client.alter_table("t", drop_range_partitions=[RangePartition(-1, 10, lower_bound_type=exclusive)])
+    assert cluster.table("t").partitioner.ranges == [ranges.bounds([10], [20])]
+    with pytest.raises(InvalidArgument, match="RangePartition or a \\(lower, upper\\) pair"):
+        client.alter_table("t", add_range_partitions=[(1, 2, 3)])  # type: ignore[list-item]
 
 
 def test_locations_are_cached_until_their_ttl(cluster: FakeCluster, client: Client) -> None:

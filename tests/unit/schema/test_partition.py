@@ -25,6 +25,7 @@ from nyala.schema import (
     decode_key,
     encode_key,
 )
+from nyala.schema.keys import key_successor
 
 UTC = datetime.UTC
 
@@ -58,6 +59,61 @@ def test_key_encoding_order_is_value_order(case) -> None:
     assert (ea < eb) == (a < b)
     assert (ea == eb) == (a == b)
     assert decode_key(types, ea) == a
+
+
+@settings(max_examples=300, deadline=None)
+@given(typed_key_pairs())
+def test_key_successor_is_the_next_key(case) -> None:
+    # The successor is above the key and no key lies strictly between them.
+    types, a, b = case
+    following = key_successor(types, a)
+    if following is None:
+        assert not b > a
+        return
+    checked = tuple(t.check(v, "k") for t, v in zip(types, following, strict=True))
+    assert encode_key(types, checked) > encode_key(types, a)
+    assert not a < b < checked
+
+
+NEW_YEAR = datetime.datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("type_names", "key", "expected"),
+    [
+        (["int8"], [5], [6]),
+        (["int8"], [127], None),
+        (["int8", "int8"], [1, 127], [2, -128]),
+        (["int8", "int8"], [127, 127], None),
+        (["string"], ["ab"], ["ab\x00"]),
+        (["binary", "int16"], [b"x", 2**15 - 1], [b"x\x00", -(2**15)]),
+        (["date"], [datetime.date(2024, 2, 28)], [datetime.date(2024, 2, 29)]),
+        (
+            ["timestamp"],
+            [datetime.datetime(2024, 1, 1, tzinfo=UTC)],
+            [datetime.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=UTC)],
+        ),
+        (["decimal(38, 2)"], [decimal.Decimal("1.99")], [decimal.Decimal("2.00")]),
+        (["decimal(3, 1)"], [decimal.Decimal("99.9")], None),
+    ],
+)
+def test_key_successor_examples(type_names: list[str], key: list[Any], expected: list[Any] | None) -> None:
+    assert key_successor([ColumnType.parse(n) for n in type_names], key) == expected
+
+
+def test_range_bound_types_become_half_open_ranges() -> None:
+    schema = Schema.of([ColumnSchema.of("k", "int8", nullable=False)], ["k"])
+    p = Partitioner(schema, PartitionSchema((), ("k",)))
+    assert p.half_open([1], [10], lower_inclusive=False, upper_inclusive=True) == ([2], [11])
+    assert p.half_open([1], [127], upper_inclusive=True) == ([1], None)  # through the largest key: unbounded
+    assert p.half_open(None, None, lower_inclusive=False, upper_inclusive=True) == (None, None)
+    assert p.bounds([1], [1], upper_inclusive=True) == p.bounds([1], [2])
+    with pytest.raises(InvalidArgument, match="exclusive lower bound \\[127\\] is the largest key"):
+        p.bounds([127], None, lower_inclusive=False)
+    with pytest.raises(InvalidArgument, match="not below"):
+        p.bounds([1], [2], lower_inclusive=False)
+    with pytest.raises(InvalidArgument, match="not a valid int8"):
+        p.half_open([128], None)
 
 
 INT = ColumnSchema.of("a", "int32", nullable=False)
