@@ -1,10 +1,12 @@
 """``nyala table list|describe|create|delete|scan|count MASTER_ADDRESSES ...``.
 
-Values on the command line are read against the column's type: JSON where it parses
-(``5``, ``"text"``, ``[1, 2]``), else the raw text; dates and timestamps in ISO 8601
-(``2024-05-01``, ``2024-05-01T12:00:00+00:00``, UTC when no zone is given), decimals as
+Values on the command line are read against the column's type: a SQL string literal
+(``'text'``, with ``''`` for a quote inside) is always the text between the quotes; otherwise
+JSON where it parses (``5``, ``"text"``), else the raw text; dates and timestamps in ISO 8601
+(``2024-05-01``, ``'2024-05-01T12:00:00+00:00'``, UTC when no zone is given), decimals as
 written.  A predicate is ``"COLUMN OP VALUE"`` with OP one of = != < <= > >= in, or
-``"COLUMN is null"`` / ``"COLUMN is not null"``.
+``"COLUMN is null"`` / ``"COLUMN is not null"``; an IN list is ``[v1, v2]`` or ``(v1, v2)``,
+its items split at commas outside quotes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Any
 
 import click
 
-from nyala.client import Partitioning, Predicate, ReplicaSelection, Scanner, Table, predicate, schema
+from nyala.client import (
+    Partitioning,
+    Predicate,
+    ReplicaSelection,
+    Scanner,
+    Table,
+    predicate,
+    schema,
+)
 from nyala.client.async_client import show_range
 from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, ColumnType, DataType, Schema
@@ -34,7 +44,7 @@ from nyala.tools._format import (
     to_jsonable,
 )
 
-__all__ = ["parse_predicate", "parse_value", "table"]
+__all__ = ["parse_predicate", "parse_value", "split_list", "sql_string_literal", "table"]
 
 LIST_COLUMNS = ("name", "id", "num_tablets", "num_replicas")
 
@@ -49,14 +59,86 @@ def table() -> None:
 
 def parse_value(column: ColumnSchema, text: str) -> Any:
     """A command-line value for ``column``; InvalidArgument names the column when it does not fit."""
-    try:
-        value: Any = json.loads(text)
-    except ValueError:
-        value = text
     kind = column.type.type
+    literal = sql_string_literal(text)
+    value: Any
+    if literal is not None:
+        # A SQL string literal is text, read against the column type like unquoted text (so
+        # '2024-05-01' is a date and '5' an int), except that strings keep it verbatim.
+        text = literal
+        value = literal if kind in (DataType.STRING, DataType.BINARY) else _json_or_text(literal)
+    else:
+        value = _json_or_text(text)
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         value = _convert(column.type, kind, value, text)
     return column.type.check(value, f"value {text!r} for column {column.name!r}")
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+_SQL_LITERAL = re.compile(r"'((?:[^']|'')*)'")
+
+
+def sql_string_literal(text: str) -> str | None:
+    """The text of a SQL string literal (``'it''s'`` is ``it's``), or None when ``text`` is not quoted
+    that way.  A value that starts with a single quote but is not such a literal is refused, rather
+    than read with its quotes as part of the value."""
+    stripped = text.strip()
+    if not stripped.startswith("'"):
+        return None
+    match = _SQL_LITERAL.fullmatch(stripped)
+    if match is None:
+        raise InvalidArgument(
+            f"cannot read {text!r}: write a quoted string as 'text', with '' for a quote inside (e.g. 'it''s')"
+        )
+    return match[1].replace("''", "'")
+
+
+def split_list(text: str) -> list[str]:
+    """The items of ``[a, b]``, ``(a, b)`` or ``a, b``, split at commas outside quoted strings.
+
+    Single-quoted strings take ``''`` for a quote, double-quoted (JSON) strings a backslash
+    escape; items keep their quotes, for :func:`parse_value`.
+    """
+    stripped = text.strip()
+    if len(stripped) >= 2 and (stripped[0], stripped[-1]) in (("[", "]"), ("(", ")")):
+        stripped = stripped[1:-1]
+    items: list[str] = []
+    current: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(stripped):
+        char = stripped[i]
+        current.append(char)
+        if quote == "'":
+            if char == "'":
+                if stripped[i + 1 : i + 2] == "'":  # '' inside a literal: an escaped quote
+                    current.append("'")
+                    i += 1
+                else:
+                    quote = ""
+        elif quote == '"':
+            if char == "\\" and i + 1 < len(stripped):
+                current.append(stripped[i + 1])
+                i += 1
+            elif char == '"':
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == ",":
+            current.pop()
+            items.append("".join(current).strip())
+            current = []
+        i += 1
+    if quote:
+        raise InvalidArgument(f"cannot read list {text!r}: a {quote}-quoted string is not closed")
+    items.append("".join(current).strip())
+    return [item for item in items if item]
 
 
 def _convert(column_type: ColumnType, kind: DataType, value: str | int | float, text: str) -> Any:
@@ -95,8 +177,7 @@ def parse_predicate(table_schema: Schema, text: str) -> Predicate:
     if not raw:
         raise InvalidArgument(f"predicate {text!r} needs a value")
     if op == "in":
-        items = raw[1:-1] if raw.startswith("[") and raw.endswith("]") else raw
-        values = [parse_value(column, item.strip()) for item in items.split(",") if item.strip()]
+        values = [parse_value(column, item) for item in split_list(raw)]
         return predicate(name, "in", values).bind(table_schema)
     return predicate(name, op, parse_value(column, raw)).bind(table_schema)
 
@@ -282,7 +363,7 @@ def _partitioning(
 def _bound(table_schema: Schema, names: list[str], text: str) -> list[Any] | None:
     if not text.strip():
         return None
-    values = [v.strip() for v in text.split(",")] if len(names) > 1 else [text.strip()]
+    values = split_list(text) if len(names) > 1 else [text.strip()]
     if len(values) != len(names):
         raise InvalidArgument(f"range bound {text!r} needs one value for each range column {names}")
     return [parse_value(table_schema.column(n), v) for n, v in zip(names, values, strict=True)]

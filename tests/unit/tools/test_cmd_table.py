@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema
 from nyala.tools.cli import main
-from nyala.tools.cmd_table import parse_predicate, parse_value
+from nyala.tools.cmd_table import parse_predicate, parse_value, split_list
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import kv_schema
 from tests.unit.tools.conftest import Invoke
@@ -114,7 +114,7 @@ def test_values_and_predicates_follow_the_column_types() -> None:
     assert stamp == datetime.datetime(2024, 1, 1, 10, tzinfo=datetime.UTC)
     assert str(parse_value(ColumnSchema.of("p", "decimal(5,2)"), "1.25")) == "1.25"
     assert parse_value(ColumnSchema.of("s", "string"), "42") == "42"
-    assert parse_predicate(schema, "name = 'x'").value == "'x'"
+    assert parse_predicate(schema, "name = 'x'").value == "x"
     assert parse_predicate(schema, 'name = "x"').value == "x"
     assert parse_predicate(schema, "id in 1, 2,3").values == (1, 2, 3)
     assert parse_predicate(schema, "v IS NULL").op.value == "is null"
@@ -122,3 +122,40 @@ def test_values_and_predicates_follow_the_column_types() -> None:
         parse_predicate(schema, "v is null 3")
     with pytest.raises(InvalidArgument, match="needs a value"):
         parse_predicate(schema, "id >=")
+
+
+def test_sql_string_literals_are_read_without_their_quotes() -> None:
+    schema = kv_schema()
+    text = ColumnSchema.of("s", "string")
+    assert parse_predicate(schema, "name = 's3'").value == "s3"
+    assert parse_value(text, "'it''s'") == "it's"
+    assert parse_value(text, "''") == ""
+    assert parse_value(text, "'5'") == "5"
+    assert parse_value(text, "'\"q\"'") == '"q"'  # inside single quotes, double quotes are text
+    assert parse_value(text, " 'a, b' ") == "a, b"
+    assert parse_value(ColumnSchema.of("b", "binary"), "'x'") == b"x"
+    # Quoted dates, timestamps and numbers are read against the column type, as SQL does.
+    assert parse_value(ColumnSchema.of("d", "date"), "'2024-02-29'") == datetime.date(2024, 2, 29)
+    stamp = parse_value(ColumnSchema.of("t", "timestamp"), "'2024-01-01 10:00:00+02:00'")
+    assert stamp == datetime.datetime(2024, 1, 1, 8, tzinfo=datetime.UTC)
+    assert parse_value(ColumnSchema.of("i", "int64"), "'7'") == 7
+    assert str(parse_value(ColumnSchema.of("p", "decimal(5,2)"), "'1.25'")) == "1.25"
+    assert parse_predicate(schema, "name != 'a''b'").value == "a'b"
+
+
+@pytest.mark.parametrize("text", ["'s3", "'it's'", "'a''", "'a' 'b'"])
+def test_a_broken_sql_literal_is_refused_showing_the_accepted_form(text: str) -> None:
+    with pytest.raises(InvalidArgument, match="write a quoted string as 'text', with '' for a quote inside"):
+        parse_value(ColumnSchema.of("s", "string"), text)
+
+
+def test_in_lists_split_at_commas_outside_quotes() -> None:
+    schema = kv_schema()
+    assert parse_predicate(schema, "name in ['a', 'b,c', 'it''s']").values == ("a", "b,c", "it's")
+    assert parse_predicate(schema, "name IN ('x', \"y, z\")").values == ("x", "y, z")
+    assert parse_predicate(schema, 'name in ["q\\"x", "w"]').values == ('q"x', "w")
+    assert parse_predicate(schema, "id in (1, 2)").values == (1, 2)
+    assert split_list("[]") == []
+    assert split_list("a, , b,") == ["a", "b"]
+    with pytest.raises(InvalidArgument, match="'-quoted string is not closed"):
+        parse_predicate(schema, "name in ['a', 'b]")
