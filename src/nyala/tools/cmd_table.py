@@ -1,4 +1,5 @@
-"""``nyala table list|describe|create|delete|scan|count MASTER_ADDRESSES ...``.
+"""``nyala table list|describe|create|delete|scan|count|rename-table|rename-column|delete-column|
+add-range-partition|drop-range-partition MASTER_ADDRESSES ...``.
 
 Values on the command line are read against the column's type: a SQL string literal
 (``'text'``, with ``''`` for a quote inside) is always the text between the quotes; otherwise
@@ -6,22 +7,30 @@ JSON where it parses (``5``, ``"text"``), else the raw text; dates and timestamp
 (``2024-05-01``, ``'2024-05-01T12:00:00+00:00'``, UTC when no zone is given), decimals as
 written.  A predicate is ``"COLUMN OP VALUE"`` with OP one of = != < <= > >= in, or
 ``"COLUMN is null"`` / ``"COLUMN is not null"``; an IN list is ``[v1, v2]`` or ``(v1, v2)``,
-its items split at commas outside quotes.
+its items split at commas outside quotes.  A range bound is a list of one value per range
+column, ``[]`` for unbounded (``[2024-01-01]``, ``["a", 5]``, ``['a', 5]``).
+
+The alter verbs are Kudu's ``kudu table rename_table`` and friends; Kudu's underscore
+spellings work as hidden aliases.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import decimal
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
 from nyala.client import (
     Partitioning,
     Predicate,
+    RangePartition,
+    RangePartitionBound,
     ReplicaSelection,
     Scanner,
     Table,
@@ -44,14 +53,17 @@ from nyala.tools._format import (
     to_jsonable,
 )
 
-__all__ = ["parse_predicate", "parse_value", "split_list", "sql_string_literal", "table"]
+__all__ = ["parse_predicate", "parse_range_bound", "parse_value", "split_list", "sql_string_literal", "table"]
 
 LIST_COLUMNS = ("name", "id", "num_tablets", "num_replicas")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @click.group()
 def table() -> None:
-    """Create, inspect, scan and delete tables."""
+    """Create, inspect, alter, scan and delete tables."""
 
 
 # --- values -------------------------------------------------------------------------------
@@ -269,6 +281,173 @@ def delete(master_addresses: str, table_name: str, timeout_s: float) -> None:
     click.echo(f"deleted table {table_name}")
 
 
+# --- alter (Kudu's rename_table, rename_column, delete_column, add/drop_range_partition) -------
+
+_BOUND_TYPES = [t.value for t in RangePartitionBound]
+
+
+def _wait_option(function: Callable[P, R]) -> Callable[P, R]:
+    return click.option(
+        "--wait/--no-wait", default=True, show_default=True,
+        help="Return only once every tablet has the new schema (or every new tablet exists).",
+    )(function)  # fmt: skip
+
+
+@table.command("rename-table")
+@masters_argument
+@click.argument("table_name")
+@click.argument("new_table_name")
+@_wait_option
+@timeout_option
+@handle_errors
+def rename_table(master_addresses: str, table_name: str, new_table_name: str, wait: bool, timeout_s: float) -> None:
+    """Rename a table (Kudu: rename_table)."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        client.alter_table(table_name, rename_to=new_table_name, wait=wait, timeout_s=timeout_s)
+    click.echo(f"renamed table {table_name} to {new_table_name}")
+
+
+@table.command("rename-column")
+@masters_argument
+@click.argument("table_name")
+@click.argument("column_name")
+@click.argument("new_column_name")
+@_wait_option
+@timeout_option
+@handle_errors
+def rename_column(
+    master_addresses: str, table_name: str, column_name: str, new_column_name: str, wait: bool, timeout_s: float
+) -> None:
+    """Rename a column that is not part of the primary key (Kudu: rename_column)."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        client.alter_table(table_name, rename_columns={column_name: new_column_name}, wait=wait, timeout_s=timeout_s)
+    click.echo(f"renamed column {column_name} of table {table_name} to {new_column_name}")
+
+
+@table.command("delete-column")
+@masters_argument
+@click.argument("table_name")
+@click.argument("column_name")
+@_wait_option
+@timeout_option
+@handle_errors
+def delete_column(master_addresses: str, table_name: str, column_name: str, wait: bool, timeout_s: float) -> None:
+    """Delete a column and its data; key columns cannot be deleted (Kudu: delete_column)."""
+    with connect_cli(master_addresses, timeout_s) as client:
+        client.alter_table(table_name, drop_columns=[column_name], wait=wait, timeout_s=timeout_s)
+    click.echo(f"deleted column {column_name} of table {table_name}")
+
+
+def _range_options(function: Callable[P, R]) -> Callable[P, R]:
+    function = click.option(
+        "--upper-bound-type", "--upper_bound_type", "upper_bound_type",
+        type=click.Choice(_BOUND_TYPES, case_sensitive=False), default="EXCLUSIVE_BOUND", show_default=True,
+        metavar="[INCLUSIVE_BOUND|EXCLUSIVE_BOUND]",
+        help="Whether UPPER itself is in the range.",
+    )(function)  # fmt: skip
+    return click.option(
+        "--lower-bound-type", "--lower_bound_type", "lower_bound_type",
+        type=click.Choice(_BOUND_TYPES, case_sensitive=False), default="INCLUSIVE_BOUND", show_default=True,
+        metavar="[INCLUSIVE_BOUND|EXCLUSIVE_BOUND]",
+        help="Whether LOWER itself is in the range.",
+    )(function)  # fmt: skip
+
+
+def _range_partition(opened: Table, lower: str, upper: str, lower_type: str, upper_type: str) -> RangePartition:
+    names = opened.partitioner.partition_schema.range_columns
+    if not names:
+        raise InvalidArgument(f"table {opened.name!r} has no range partition columns")
+    return RangePartition(
+        parse_range_bound(opened.schema, names, lower),
+        parse_range_bound(opened.schema, names, upper),
+        RangePartitionBound(lower_type.upper()),
+        RangePartitionBound(upper_type.upper()),
+    )
+
+
+def _show_partition(opened: Table, spec: RangePartition) -> str:
+    bounds = spec.bounds(opened.partitioner)
+    return show_range(opened.partitioner, bounds.lower, bounds.upper)
+
+
+_RANGE_HELP = """
+
+    \b
+    LOWER and UPPER list one value per range column, '[]' for unbounded:
+    nyala table {verb} 127.0.0.1:7051 metrics '[2025-01-01]' '[2026-01-01]'
+    nyala table {verb} 127.0.0.1:7051 events '["a", 0]' '[]'
+    """
+
+
+@table.command("add-range-partition", help="Add a range partition [LOWER, UPPER) (Kudu: add_range_partition)."
+               + _RANGE_HELP.format(verb="add-range-partition"))  # fmt: skip
+@masters_argument
+@click.argument("table_name")
+@click.argument("lower")
+@click.argument("upper")
+@_range_options
+@_wait_option
+@timeout_option
+@handle_errors
+def add_range_partition(
+    master_addresses: str,
+    table_name: str,
+    lower: str,
+    upper: str,
+    lower_bound_type: str,
+    upper_bound_type: str,
+    wait: bool,
+    timeout_s: float,
+) -> None:
+    with connect_cli(master_addresses, timeout_s) as client:
+        opened = client.open_table(table_name, timeout_s=timeout_s)
+        spec = _range_partition(opened, lower, upper, lower_bound_type, upper_bound_type)
+        shown = _show_partition(opened, spec)
+        client.alter_table(table_name, add_range_partitions=[spec], wait=wait, timeout_s=timeout_s)
+    click.echo(f"added range partition {shown} to table {table_name}")
+
+
+@table.command("drop-range-partition", help="Drop the range partition [LOWER, UPPER) and its rows "
+               "(Kudu: drop_range_partition)." + _RANGE_HELP.format(verb="drop-range-partition"))  # fmt: skip
+@masters_argument
+@click.argument("table_name")
+@click.argument("lower")
+@click.argument("upper")
+@_range_options
+@_wait_option
+@timeout_option
+@handle_errors
+def drop_range_partition(
+    master_addresses: str,
+    table_name: str,
+    lower: str,
+    upper: str,
+    lower_bound_type: str,
+    upper_bound_type: str,
+    wait: bool,
+    timeout_s: float,
+) -> None:
+    with connect_cli(master_addresses, timeout_s) as client:
+        opened = client.open_table(table_name, timeout_s=timeout_s)
+        spec = _range_partition(opened, lower, upper, lower_bound_type, upper_bound_type)
+        shown = _show_partition(opened, spec)
+        client.alter_table(table_name, drop_range_partitions=[spec], wait=wait, timeout_s=timeout_s)
+    click.echo(f"dropped range partition {shown} of table {table_name}")
+
+
+def _kudu_alias(command: click.Command, name: str) -> None:
+    """Kudu's underscore spelling of ``command``, accepted but left out of the help."""
+    alias = copy.copy(command)
+    alias.name = name
+    alias.hidden = True
+    table.add_command(alias, name)
+
+
+for _command in (rename_table, rename_column, delete_column, add_range_partition, drop_range_partition):
+    assert _command.name is not None
+    _kudu_alias(_command, _command.name.replace("-", "_"))
+
+
 # --- create ------------------------------------------------------------------------------
 
 
@@ -366,6 +545,30 @@ def _bound(table_schema: Schema, names: list[str], text: str) -> list[Any] | Non
     values = split_list(text) if len(names) > 1 else [text.strip()]
     if len(values) != len(names):
         raise InvalidArgument(f"range bound {text!r} needs one value for each range column {names}")
+    return [parse_value(table_schema.column(n), v) for n, v in zip(names, values, strict=True)]
+
+
+def parse_range_bound(table_schema: Schema, names: tuple[str, ...], text: str) -> list[Any] | None:
+    """A range bound of the alter verbs: ``[v1, v2, ...]`` with one value per range column in
+    ``names``, ``[]`` for unbounded; a lone value needs no brackets when there is one range column."""
+    stripped = text.strip()
+    if stripped in ("[]", ""):
+        return None
+    if not stripped.startswith("["):
+        if len(names) != 1:
+            raise InvalidArgument(
+                f"range bound {text!r}: write a list of one value per range column {list(names)}, "
+                f"e.g. '[{', '.join('...' for _ in names)}]', or '[]' for unbounded"
+            )
+        stripped = f"[{stripped}]"
+    if not stripped.endswith("]"):
+        raise InvalidArgument(f"range bound {text!r} has no closing ']'")
+    values = split_list(stripped)
+    if len(values) != len(names):
+        raise InvalidArgument(
+            f"range bound {text!r} has {len(values)} values; the range columns are {list(names)}, "
+            "one value each ('[]' for unbounded)"
+        )
     return [parse_value(table_schema.column(n), v) for n, v in zip(names, values, strict=True)]
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema
 from nyala.tools.cli import main
-from nyala.tools.cmd_table import parse_predicate, parse_value, split_list
+from nyala.tools.cmd_table import parse_predicate, parse_range_bound, parse_value, split_list
 from tests.unit.client.fakes import FakeCluster
 from tests.unit.client.helpers import kv_schema
 from tests.unit.tools.conftest import Invoke
@@ -159,3 +159,77 @@ def test_in_lists_split_at_commas_outside_quotes() -> None:
     assert split_list("a, , b,") == ["a", "b"]
     with pytest.raises(InvalidArgument, match="'-quoted string is not closed"):
         parse_predicate(schema, "name in ['a', 'b]")
+
+
+def test_range_bounds_of_the_alter_verbs() -> None:
+    schema = kv_schema()
+    assert parse_range_bound(schema, ("id",), "[5]") == [5]
+    assert parse_range_bound(schema, ("id",), "5") == [5]  # one range column: brackets optional
+    assert parse_range_bound(schema, ("id",), "[]") is None
+    assert parse_range_bound(schema, ("id", "name"), '[5, "a,b"]') == [5, "a,b"]
+    assert parse_range_bound(schema, ("id", "name"), "[5, 'x']") == [5, "x"]
+    with pytest.raises(InvalidArgument, match="has 1 values; the range columns are \\['id', 'name'\\]"):
+        parse_range_bound(schema, ("id", "name"), "[5]")
+    with pytest.raises(InvalidArgument, match="write a list of one value per range column"):
+        parse_range_bound(schema, ("id", "name"), "5")
+    with pytest.raises(InvalidArgument, match="no closing"):
+        parse_range_bound(schema, ("id",), "[5")
+    with pytest.raises(InvalidArgument, match="not a valid int64"):
+        parse_range_bound(schema, ("id",), "[x]")
+
+
+RANGED = ["-c", "id:int64", "-c", "name:string", "-c", "v:double", "-k", "id", "--range-columns", "id"]
+
+
+def test_alter_verbs(cluster: FakeCluster, nyala: Invoke) -> None:
+    assert nyala("table", "create", "r", *RANGED, "--range", "0", "10").exit_code == 0
+    added = nyala("table", "add-range-partition", "r", "[10]", "[20]")
+    assert added.exit_code == 0, added.output
+    assert "added range partition [(10), (20)) to table r" in added.output
+    inclusive = nyala(
+        "table", "add_range_partition", "r", "[19]", "[29]",  # Kudu's spelling, Kudu's bound types
+        "--lower_bound_type", "EXCLUSIVE_BOUND", "--upper-bound-type", "inclusive_bound",
+    )  # fmt: skip
+    assert inclusive.exit_code == 0, inclusive.output
+    assert "[(20), (30))" in inclusive.output
+    table = cluster.table("r")
+    assert table.partitioner.ranges[-1] == table.partitioner.bounds([20], [30])
+    dropped = nyala("table", "drop-range-partition", "r", "[0]", "[10]")
+    assert dropped.exit_code == 0, dropped.output
+    assert "dropped range partition [(0), (10)) of table r" in dropped.output
+    assert len(cluster.table("r").partitioner.ranges) == 2
+    assert nyala("table", "rename-column", "r", "name", "label").exit_code == 0
+    assert nyala("table", "delete-column", "r", "v").exit_code == 0
+    assert cluster.table("r").schema.names == ["id", "label"]
+    renamed = nyala("table", "rename_table", "r", "r2")
+    assert renamed.exit_code == 0, renamed.output
+    assert "renamed table r to r2" in renamed.output
+    assert [t.name for t in cluster.tables.values()] == ["r2"]
+
+
+def test_kudu_spellings_are_hidden_from_the_help() -> None:
+    listed = [line.split()[0] for line in CliRunner().invoke(main, ["table", "--help"]).output.splitlines()[6:] if line]
+    assert "rename-table" in listed
+    assert not [name for name in listed if "_" in name]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["table", "add-range-partition", "nope", "[1]", "[2]"], "not found: table 'nope'"),
+        (["table", "add-range-partition", "t", "[1]", "[2]"], "table 't' has no range partition columns"),
+        (["table", "add-range-partition", "r", "[1", "[2]"], "no closing ']'"),
+        (["table", "add-range-partition", "r", "[x]", "[]"], "not a valid int64"),
+        (["table", "add-range-partition", "r", "[5]", "[1]"], "is not below upper bound"),
+        (["table", "add-range-partition", "r", "[1]", "[2]", "--lower-bound-type", "OPEN"], "Invalid value"),
+    ],
+)
+def test_alter_verbs_refuse_bad_input(cluster: FakeCluster, nyala: Invoke, args: list[str], message: str) -> None:
+    assert nyala("table", "create", "t", *CREATE).exit_code == 0
+    assert nyala("table", "create", "r", *RANGED, "--range", "0", "10").exit_code == 0
+    before = cluster.table("r").partitioner.ranges
+    result = nyala(*args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert cluster.table("r").partitioner.ranges == before
