@@ -1,4 +1,4 @@
-"""``nyala`` admin commands against real processes: the table alter verbs, scans."""
+"""``nyala`` admin commands against real processes: master list terms, the table alter verbs, scans."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
-    # One tablet server is enough for the alter verbs (RF 1).
-    options = MiniClusterOptions(num_masters=1, num_tservers=1)
+    # Three masters for the term test; one tablet server is enough for the alter verbs (RF 1).
+    options = MiniClusterOptions(num_masters=3, num_tservers=1)
     with MiniCluster(Path(tmp_path_factory.mktemp("cli-cluster")), options) as mc:
         yield mc
 
@@ -63,6 +63,21 @@ def scan(cluster: MiniCluster, table: str, *where: str) -> list[dict[str, Any]]:
     args = [a for w in where for a in ("-w", w)]
     out = ok(cluster, "table", "scan", table, "--format", "json", *args)
     return sorted((json.loads(line) for line in out.splitlines()), key=lambda r: r["id"])
+
+
+def test_master_list_shows_every_masters_own_term(cluster: MiniCluster, client: Client) -> None:
+    listed: list[dict[str, Any]] = []
+
+    def settled() -> bool:
+        nonlocal listed
+        result = run(cluster, "master", "list", "--columns", "uuid,role,term,error", "--format", "json")
+        listed = json.loads(result.stdout) if result.exit_code == 0 else []
+        roles = sorted(m["role"] for m in listed)
+        # A follower learns the leader's term from its first heartbeat: wait for that.
+        return roles == ["FOLLOWER", "FOLLOWER", "LEADER"] and len({m["term"] for m in listed}) == 1
+
+    wait_for(settled, "one leader and three masters on one term")
+    assert all(m["term"] > 0 and not m["error"] for m in listed), listed
 
 
 CREATE = [

@@ -88,7 +88,11 @@ class MasterService:
     ) -> mpb.GetMasterRegistrationResponsePB:
         cm = self.m.catalog_manager
         return mpb.GetMasterRegistrationResponsePB(
-            instance=self.m.instance, registration=self.m.registration(), role=cm.role, cluster_id=cm.cluster_id
+            instance=self.m.instance,
+            registration=self.m.registration(),
+            role=cm.role,
+            cluster_id=cm.cluster_id,
+            term=cm.term,
         )
 
     async def connect_to_master(
@@ -133,7 +137,10 @@ class MasterService:
                 ),
                 error=f"{type(e).__name__}: {e}",
             )
-        return mpb.MasterEntryPB(instance=answer.instance, registration=answer.registration, role=answer.role)
+        # Each master reports its own term: a follower knows it from its sys-catalog replica.
+        return mpb.MasterEntryPB(
+            instance=answer.instance, registration=answer.registration, role=answer.role, term=answer.term
+        )
 
     def list_tablet_servers(
         self, request: mpb.ListTabletServersRequestPB, ctx: CallContext

@@ -189,16 +189,18 @@ class GetMasterRegistrationRequestPB(_message.Message):
     def __init__(self) -> None: ...
 
 class GetMasterRegistrationResponsePB(_message.Message):
-    __slots__ = ("instance", "registration", "role", "cluster_id")
+    __slots__ = ("instance", "registration", "role", "cluster_id", "term")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     role: _common_pb2.RaftRolePB
     cluster_id: str
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    term: int
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., cluster_id: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
 
 class MasterEntryPB(_message.Message):
     __slots__ = ("instance", "registration", "role", "term", "error")
