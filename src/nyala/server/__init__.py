@@ -8,6 +8,6 @@ shutdown.  ``nyala.master`` and ``nyala.tserver`` subclass it and never import e
 """
 
 from nyala.server.base import ServerBase, ServerOptions
-from nyala.server.fs import DataDir, ServerStatus
+from nyala.server.fs import DataDir, OfflineDataDir, ServerStatus
 
-__all__ = ["DataDir", "ServerBase", "ServerOptions", "ServerStatus"]
+__all__ = ["DataDir", "OfflineDataDir", "ServerBase", "ServerOptions", "ServerStatus"]

@@ -5,10 +5,17 @@
 with ``flock`` for the life of the process, so two servers can never share one directory.
 ``server.json`` is rewritten atomically once the server listens, telling supervisors (the
 local cluster, MiniCluster) its uuid, address and pid.
+
+Offline tools (``nyala local-replica``) open a stopped server's directory with
+:class:`OfflineDataDir`: it takes the same ``LOCK``, so it refuses a directory a running server
+holds and no server can start on the directory while the tool changes it.  As a second check
+(``flock`` can be a no-op on some network filesystems) it also refuses a directory whose
+``server.json`` names a live process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -16,10 +23,10 @@ import uuid as uuid_module
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nyala.errors import Corruption, IllegalState, InvalidArgument
+from nyala.errors import Corruption, IllegalState, InvalidArgument, NotFound
 from nyala.files import write_atomically
 
-__all__ = ["DataDir", "ServerStatus"]
+__all__ = ["DataDir", "OfflineDataDir", "ServerStatus", "pid_alive"]
 
 INSTANCE_FILE = "instance"
 LOCK_FILE = "LOCK"
@@ -84,3 +91,79 @@ class DataDir:
     def close(self) -> None:
         self.clear_status()
         os.close(self._lock_fd)
+
+
+class OfflineDataDir:
+    """A stopped server's data directory, opened and locked by an offline tool.
+
+    Refuses (IllegalState) a directory a running server holds; NotFound for a directory that
+    is not a server's.  Use as a context manager: the lock is held until it closes.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not (path / INSTANCE_FILE).is_file():
+            raise NotFound(f"{path} is not a Nyala server's data directory (it has no {INSTANCE_FILE} file)")
+        try:
+            self._lock_fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise IllegalState(f"cannot open the lock file of data directory {path}: {exc}") from exc
+        try:
+            self._check_unused()
+            self.uuid = (path / INSTANCE_FILE).read_text().strip()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _check_unused(self) -> None:
+        status = _status_or_none(self.path)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            who = f" ({status.kind} pid {status.pid})" if status is not None else ""
+            raise IllegalState(
+                f"data directory {self.path} is in use by a running server{who}; stop the server first"
+            ) from None
+        if status is not None and pid_alive(status.pid):
+            raise IllegalState(
+                f"data directory {self.path}: its {STATUS_FILE} names running process {status.pid} "
+                f"({status.kind} {status.uuid}); stop that server first. If process {status.pid} is not a Nyala "
+                f"server (the server was killed and its pid reused), delete {self.path / STATUS_FILE}"
+            )
+
+    def close(self) -> None:
+        os.close(self._lock_fd)  # releases the lock
+
+    def __enter__(self) -> OfflineDataDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _status_or_none(directory: Path) -> ServerStatus | None:
+    """server.json, or None when it is missing or not ours to read (a damaged file names no process)."""
+    with contextlib.suppress(TypeError, ValueError, OSError):
+        return ServerStatus.read(directory)
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a killed server not yet reaped)."""
+    if pid <= 0:
+        return False
+    if os.path.exists("/proc/self/stat"):  # Linux: also tells a zombie from a live process
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rpartition(")")[2].split()[0] not in {"Z", "X"}
+        except FileNotFoundError:
+            return False
+        except (OSError, IndexError):
+            pass  # unreadable: ask the kernel with signal 0
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by another user
+    return True
