@@ -8,6 +8,7 @@ from nyala._version import __version__
 from nyala.tools.cmd_cluster import cluster
 from nyala.tools.cmd_list import master_list, tserver_list
 from nyala.tools.cmd_local_cluster import local_cluster
+from nyala.tools.cmd_local_replica import local_replica, local_replica_alias
 from nyala.tools.cmd_master import master
 from nyala.tools.cmd_table import table
 from nyala.tools.cmd_tserver import tserver
@@ -28,5 +29,7 @@ main.add_command(tserver)
 main.add_command(local_cluster)
 main.add_command(table)
 main.add_command(cluster)
+main.add_command(local_replica)
+main.add_command(local_replica_alias)
 master.add_command(master_list)
 tserver.add_command(tserver_list)
