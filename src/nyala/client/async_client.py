@@ -12,7 +12,6 @@ when the table matches what was asked for; every other conflict is reported.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import random
 import ssl
@@ -26,7 +25,8 @@ from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger
-from nyala.schema import ColumnSchema, Partitioner, Schema
+from nyala.schema import ColumnSchema, Partitioner, RangeBounds, Schema
+from nyala.schema.partition import show_value
 from nyala.services import (
     ALTER_TABLE,
     CREATE_TABLE,
@@ -458,19 +458,4 @@ def _describe_partition(info: TableInfo, partition: Any) -> str:
 
 def show_range(partitioner: Partitioner, lower: bytes, upper: bytes) -> str:
     """``[(2024-01-01), (+inf))``: a range partition's bounds as people write them."""
-
-    def show(bound: bytes, unbounded: str) -> str:
-        if not bound:
-            return unbounded
-        return ", ".join(show_value(v) for v in partitioner.decode_range_key(bound))
-
-    return f"[({show(lower, '-inf')}), ({show(upper, '+inf')}))"
-
-
-def show_value(value: Any) -> str:
-    """A key value as text: dates and times in ISO 8601, strings quoted."""
-    if isinstance(value, datetime.datetime | datetime.date):
-        return value.isoformat()
-    if isinstance(value, str | bytes):
-        return repr(value)
-    return str(value)
+    return partitioner.show_range(RangeBounds(lower, upper))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import datetime
 import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +40,7 @@ from .pruning import intersect, never_matches, point_values, window_from_predica
 from .schema import Schema
 from .types import DataType
 
-__all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds"]
+__all__ = ["HashDimension", "Partition", "PartitionSchema", "Partitioner", "RangeBounds", "show_value"]
 
 
 def _to_numpy(array: pa.Array | pa.ChunkedArray) -> npt.NDArray[Any]:
@@ -211,7 +212,9 @@ class Partitioner:
         lo = b"" if lo_values is None else self.encode_range_key(lo_values)
         hi = b"" if hi_values is None else self.encode_range_key(hi_values)
         if hi and lo >= hi:
-            raise InvalidArgument(f"range lower bound {lower!r} is not below upper bound {upper!r}")
+            raise InvalidArgument(
+                f"range lower bound {_show_values(lower)} is not below upper bound {_show_values(upper)}"
+            )
         return RangeBounds(lo, hi)
 
     def half_open(
@@ -245,7 +248,9 @@ class Partitioner:
         if lo is not None and not lower_inclusive:
             following = key_successor(self._range_types, lo)
             if following is None:
-                raise InvalidArgument(f"exclusive lower bound {lower!r} is the largest key: the range would be empty")
+                raise InvalidArgument(
+                    f"exclusive lower bound {_show_values(lower)} is the largest key: the range would be empty"
+                )
             lo = following
         if hi is not None and upper_inclusive:
             hi = key_successor(self._range_types, hi)  # None: the largest key, so no upper bound
@@ -257,21 +262,25 @@ class Partitioner:
             raise InvalidArgument("the table has no range columns")
         for existing in self.ranges:
             if existing.overlaps(bounds):
-                raise InvalidArgument(f"new range {self._show(bounds)} overlaps range {self._show(existing)}")
+                raise InvalidArgument(f"new range {self.show_range(bounds)} overlaps range {self.show_range(existing)}")
         return Partitioner(self.schema, self.partition_schema, [*self.ranges, bounds])
 
     def drop_range(self, bounds: RangeBounds) -> Partitioner:
         if bounds not in self.ranges:
-            raise NotFound(f"no range {self._show(bounds)}; ranges are {[self._show(r) for r in self.ranges]}")
+            shown = ", ".join(self.show_range(r) for r in self.ranges) or "none"
+            raise NotFound(f"no range {self.show_range(bounds)}; the ranges are {shown}")
         return Partitioner(self.schema, self.partition_schema, [r for r in self.ranges if r != bounds])
 
     def partitions_of_range(self, bounds: RangeBounds) -> list[Partition]:
         return [p for p in self.partitions if p.range == bounds]
 
-    def _show(self, bounds: RangeBounds) -> str:
-        lo = self.decode_range_key(bounds.lower) if bounds.lower else "-inf"
-        hi = self.decode_range_key(bounds.upper) if bounds.upper else "+inf"
-        return f"[{lo}, {hi})"
+    def show_range(self, bounds: RangeBounds) -> str:
+        """``[(2024-01-01), (+inf))``: a range as people write it, for messages and tools."""
+
+        def show(bound: bytes, unbounded: str) -> str:
+            return ", ".join(show_value(v) for v in self.decode_range_key(bound)) if bound else unbounded
+
+        return f"[({show(bounds.lower, '-inf')}), ({show(bounds.upper, '+inf')}))"
 
     # --- rows ----------------------------------------------------------------------------
 
@@ -445,6 +454,19 @@ class Partitioner:
             return cls(Schema.from_dict(d["schema"]), PartitionSchema.from_dict(d["partition_schema"]), ranges)
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidArgument(f"malformed partitioning description: {e}") from None
+
+
+def show_value(value: Any) -> str:
+    """A key value as text: dates and times in ISO 8601, strings quoted."""
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    if isinstance(value, str | bytes):
+        return repr(value)
+    return str(value)
+
+
+def _show_values(values: Sequence[Any] | None) -> str:
+    return "(unbounded)" if values is None else f"({', '.join(show_value(v) for v in values)})"
 
 
 def _sorted_disjoint(ranges: list[RangeBounds]) -> list[RangeBounds]:

@@ -108,12 +108,24 @@ def test_range_bound_types_become_half_open_ranges() -> None:
     assert p.half_open([1], [127], upper_inclusive=True) == ([1], None)  # through the largest key: unbounded
     assert p.half_open(None, None, lower_inclusive=False, upper_inclusive=True) == (None, None)
     assert p.bounds([1], [1], upper_inclusive=True) == p.bounds([1], [2])
-    with pytest.raises(InvalidArgument, match="exclusive lower bound \\[127\\] is the largest key"):
+    with pytest.raises(InvalidArgument, match="exclusive lower bound \\(127\\) is the largest key"):
         p.bounds([127], None, lower_inclusive=False)
     with pytest.raises(InvalidArgument, match="not below"):
         p.bounds([1], [2], lower_inclusive=False)
     with pytest.raises(InvalidArgument, match="not a valid int8"):
         p.half_open([128], None)
+
+
+def test_ranges_are_shown_as_people_write_them() -> None:
+    schema = Schema.of(
+        [ColumnSchema.of("day", "date", nullable=False), ColumnSchema.of("host", "string", nullable=False)],
+        ["day", "host"],
+    )
+    p = Partitioner(schema, PartitionSchema((), ("day", "host")))
+    bounds = p.bounds([datetime.date(2024, 1, 1), "a"], None)
+    assert p.show_range(bounds) == "[(2024-01-01, 'a'), (+inf))"
+    with pytest.raises(InvalidArgument, match=r"lower bound \(2025-01-01, 'b'\) is not below upper bound \(2024"):
+        p.bounds([datetime.date(2025, 1, 1), "b"], [datetime.date(2024, 1, 1), "b"])
 
 
 INT = ColumnSchema.of("a", "int32", nullable=False)
