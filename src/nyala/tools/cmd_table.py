@@ -2,8 +2,9 @@
 add-range-partition|drop-range-partition MASTER_ADDRESSES ...``.
 
 Values on the command line are read against the column's type: a SQL string literal
-(``'text'``, with ``''`` for a quote inside) is always the text between the quotes; otherwise
-JSON where it parses (``5``, ``"text"``), else the raw text; dates and timestamps in ISO 8601
+(``'text'``, with ``''`` for a quote inside) stands for the text between the quotes, taken as
+is by string columns and read like unquoted text by the others; otherwise JSON where it
+parses (``5``, ``"text"``), else the raw text; dates and timestamps in ISO 8601
 (``2024-05-01``, ``'2024-05-01T12:00:00+00:00'``, UTC when no zone is given), decimals as
 written.  A predicate is ``"COLUMN OP VALUE"`` with OP one of = != < <= > >= in, or
 ``"COLUMN is null"`` / ``"COLUMN is not null"``; an IN list is ``[v1, v2]`` or ``(v1, v2)``,
