@@ -21,6 +21,11 @@ machine work at the same time:
 
 While the disk is busy, new proposals keep arriving and land in the next Ready, so entries
 proposed during one fsync share the next one.
+
+A proposal (a write, or an operator's config change) waits for its own entry to come back
+committed with the term it was proposed in; the same index with another term means a new
+leader replaced it, and the caller gets Aborted.  A config change completes at commit, not
+at apply: its entry carries nothing for the state machine.
 """
 
 from __future__ import annotations
