@@ -24,8 +24,9 @@ proposed during one fsync share the next one.
 
 A proposal (a write, or an operator's config change) waits for its own entry to come back
 committed with the term it was proposed in; the same index with another term means a new
-leader replaced it, and the caller gets Aborted.  A config change completes at commit, not
-at apply: its entry carries nothing for the state machine.
+leader replaced it, and the caller gets Aborted.  A config change is answered when its
+committed entry reaches the apply stage, in log order, with the config it carries (nothing
+is applied to the state machine for it).
 """
 
 from __future__ import annotations
