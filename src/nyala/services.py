@@ -23,6 +23,8 @@ from nyala.schema import RowFailure
 __all__ = [
     "ALTER_SCHEMA",
     "ALTER_TABLE",
+    "BULK_CHANGE_CONFIG",
+    "CHANGE_CONFIG",
     "CONNECT_TO_MASTER",
     "CREATE_TABLE",
     "CREATE_TABLET",
@@ -42,8 +44,10 @@ __all__ = [
     "LIST_TABLETS",
     "LIST_TABLET_SERVERS",
     "PING",
+    "RUN_LEADER_ELECTION",
     "SCAN",
     "TS_HEARTBEAT",
+    "UNSAFE_CHANGE_CONFIG",
     "WRITE",
     "row_failure_from_pb",
     "row_failure_to_pb",
@@ -98,6 +102,16 @@ GET_CONSENSUS_STATE = RpcMethod(
     _CONSENSUS, "GetConsensusState", cpb.GetConsensusStateRequestPB, cpb.GetConsensusStateResponsePB
 )
 LEADER_STEP_DOWN = RpcMethod(_CONSENSUS, "LeaderStepDown", cpb.LeaderStepDownRequestPB, cpb.LeaderStepDownResponsePB)
+CHANGE_CONFIG = RpcMethod(_CONSENSUS, "ChangeConfig", cpb.ChangeConfigRequestPB, cpb.ChangeConfigResponsePB)
+BULK_CHANGE_CONFIG = RpcMethod(
+    _CONSENSUS, "BulkChangeConfig", cpb.BulkChangeConfigRequestPB, cpb.BulkChangeConfigResponsePB
+)
+RUN_LEADER_ELECTION = RpcMethod(
+    _CONSENSUS, "RunLeaderElection", cpb.RunLeaderElectionRequestPB, cpb.RunLeaderElectionResponsePB
+)
+UNSAFE_CHANGE_CONFIG = RpcMethod(
+    _CONSENSUS, "UnsafeChangeConfig", cpb.UnsafeChangeConfigRequestPB, cpb.UnsafeChangeConfigResponsePB
+)
 
 
 def row_failure_to_pb(failure: RowFailure) -> tpb.RowErrorPB:

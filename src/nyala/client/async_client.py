@@ -32,6 +32,7 @@ from nyala.services import (
     CREATE_TABLE,
     DELETE_TABLE,
     GET_TABLE_SCHEMA,
+    GET_TABLET_LOCATIONS,
     LIST_MASTERS,
     LIST_TABLES,
     LIST_TABLET_SERVERS,
@@ -306,6 +307,31 @@ class AsyncClient:
                 replicas.append(ReplicaInfo(uuid, address, server.location if server else "", role_name(role)))
             out.append(TabletInfo(tablet.tablet_id, _describe_partition(info, tablet.partition), tuple(replicas)))
         return out
+
+    async def tablet_info(self, tablet_id: str, *, timeout_s: float | None = None) -> TabletInfo:
+        """One tablet's replicas (uuid, address, role) as the leader master knows them now.
+
+        The replicas are the tablet's committed Raft config; NotFound when the master has no
+        such tablet or it was deleted.  The partition is left empty: it needs the table.
+        """
+        deadline = self._deadline(timeout_s, f"locating tablet {tablet_id!r}")
+        response = await self._ctx.masters.call(
+            GET_TABLET_LOCATIONS, mpb.GetTabletLocationsRequestPB(tablet_ids=[tablet_id]), deadline
+        )
+        for error in response.errors:
+            raise NotFound(error.message)
+        if not response.tablet_locations:
+            raise NotFound(f"tablet {tablet_id} not found")
+        replicas = []
+        for replica in response.tablet_locations[0].replicas:
+            if not 0 <= replica.ts_info_idx < len(response.ts_infos):
+                raise InvalidArgument(f"tablet {tablet_id}: replica refers to unknown ts_info {replica.ts_info_idx}")
+            ts = response.ts_infos[replica.ts_info_idx]
+            address = (
+                str(parse_address((ts.rpc_addresses[0].host, ts.rpc_addresses[0].port))) if ts.rpc_addresses else ""
+            )
+            replicas.append(ReplicaInfo(ts.permanent_uuid, address, ts.location, role_name(replica.role)))
+        return TabletInfo(tablet_id, "", tuple(replicas))
 
     async def scanner_from_token(self, token: ScanToken) -> AsyncScanner:
         """A scanner reading the one tablet of ``token``."""

@@ -231,6 +231,9 @@ class Client:
     def table_tablets(self, name: str, *, timeout_s: float | None = None) -> list[TabletInfo]:
         return self.run(self._aio.table_tablets(name, timeout_s=timeout_s))
 
+    def tablet_info(self, tablet_id: str, *, timeout_s: float | None = None) -> TabletInfo:
+        return self.run(self._aio.tablet_info(tablet_id, timeout_s=timeout_s))
+
     def list_tablet_servers(self, *, timeout_s: float | None = None) -> list[TabletServerInfo]:
         return self.run(self._aio.list_tablet_servers(timeout_s=timeout_s))
 

@@ -1,12 +1,35 @@
 from nyala.proto import common_pb2 as _common_pb2
 from nyala.proto import consensus_pb2 as _consensus_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChangeConfigType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UNKNOWN_CHANGE: _ClassVar[ChangeConfigType]
+    ADD_PEER: _ClassVar[ChangeConfigType]
+    REMOVE_PEER: _ClassVar[ChangeConfigType]
+    MODIFY_PEER: _ClassVar[ChangeConfigType]
+
+class PeerHealthPB(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HEALTH_UNKNOWN: _ClassVar[PeerHealthPB]
+    HEALTHY: _ClassVar[PeerHealthPB]
+    FAILED: _ClassVar[PeerHealthPB]
+    FAILED_UNRECOVERABLE: _ClassVar[PeerHealthPB]
+UNKNOWN_CHANGE: ChangeConfigType
+ADD_PEER: ChangeConfigType
+REMOVE_PEER: ChangeConfigType
+MODIFY_PEER: ChangeConfigType
+HEALTH_UNKNOWN: PeerHealthPB
+HEALTHY: PeerHealthPB
+FAILED: PeerHealthPB
+FAILED_UNRECOVERABLE: PeerHealthPB
 
 class LogEntryPB(_message.Message):
     __slots__ = ("term", "index", "type", "payload", "payload_sidecar")
@@ -141,7 +164,7 @@ class GetConsensusStateRequestPB(_message.Message):
     def __init__(self, dest_uuid: _Optional[str] = ..., tablet_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsensusStatePB(_message.Message):
-    __slots__ = ("tablet_id", "current_term", "leader_uuid", "role", "committed_config", "pending_config", "last_index", "commit_index", "applied_index")
+    __slots__ = ("tablet_id", "current_term", "leader_uuid", "role", "committed_config", "pending_config", "last_index", "commit_index", "applied_index", "peers", "transfer_target_uuid")
     TABLET_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_TERM_FIELD_NUMBER: _ClassVar[int]
     LEADER_UUID_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +174,8 @@ class ConsensusStatePB(_message.Message):
     LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    TRANSFER_TARGET_UUID_FIELD_NUMBER: _ClassVar[int]
     tablet_id: str
     current_term: int
     leader_uuid: str
@@ -160,7 +185,9 @@ class ConsensusStatePB(_message.Message):
     last_index: int
     commit_index: int
     applied_index: int
-    def __init__(self, tablet_id: _Optional[str] = ..., current_term: _Optional[int] = ..., leader_uuid: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., pending_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., last_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ...) -> None: ...
+    peers: _containers.RepeatedCompositeFieldContainer[PeerProgressPB]
+    transfer_target_uuid: str
+    def __init__(self, tablet_id: _Optional[str] = ..., current_term: _Optional[int] = ..., leader_uuid: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., pending_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., last_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerProgressPB, _Mapping]]] = ..., transfer_target_uuid: _Optional[str] = ...) -> None: ...
 
 class GetConsensusStateResponsePB(_message.Message):
     __slots__ = ("tablets",)
@@ -183,3 +210,109 @@ class LeaderStepDownRequestPB(_message.Message):
 class LeaderStepDownResponsePB(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ChangeConfigPeerPB(_message.Message):
+    __slots__ = ("permanent_uuid", "member_type", "promote", "replace", "last_known_addr")
+    PERMANENT_UUID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROMOTE_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_ADDR_FIELD_NUMBER: _ClassVar[int]
+    permanent_uuid: str
+    member_type: _consensus_pb2.MemberType
+    promote: bool
+    replace: bool
+    last_known_addr: _common_pb2.HostPortPB
+    def __init__(self, permanent_uuid: _Optional[str] = ..., member_type: _Optional[_Union[_consensus_pb2.MemberType, str]] = ..., promote: _Optional[bool] = ..., replace: _Optional[bool] = ..., last_known_addr: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ...) -> None: ...
+
+class ConfigChangeItemPB(_message.Message):
+    __slots__ = ("type", "peer")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    type: ChangeConfigType
+    peer: ChangeConfigPeerPB
+    def __init__(self, type: _Optional[_Union[ChangeConfigType, str]] = ..., peer: _Optional[_Union[ChangeConfigPeerPB, _Mapping]] = ...) -> None: ...
+
+class ChangeConfigRequestPB(_message.Message):
+    __slots__ = ("dest_uuid", "tablet_id", "type", "peer", "cas_config_opid_index")
+    DEST_UUID_FIELD_NUMBER: _ClassVar[int]
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    CAS_CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    dest_uuid: str
+    tablet_id: str
+    type: ChangeConfigType
+    peer: ChangeConfigPeerPB
+    cas_config_opid_index: int
+    def __init__(self, dest_uuid: _Optional[str] = ..., tablet_id: _Optional[str] = ..., type: _Optional[_Union[ChangeConfigType, str]] = ..., peer: _Optional[_Union[ChangeConfigPeerPB, _Mapping]] = ..., cas_config_opid_index: _Optional[int] = ...) -> None: ...
+
+class ChangeConfigResponsePB(_message.Message):
+    __slots__ = ("committed_config",)
+    COMMITTED_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    committed_config: _consensus_pb2.RaftConfigPB
+    def __init__(self, committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ...) -> None: ...
+
+class BulkChangeConfigRequestPB(_message.Message):
+    __slots__ = ("dest_uuid", "tablet_id", "changes", "cas_config_opid_index")
+    DEST_UUID_FIELD_NUMBER: _ClassVar[int]
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    CAS_CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    dest_uuid: str
+    tablet_id: str
+    changes: _containers.RepeatedCompositeFieldContainer[ConfigChangeItemPB]
+    cas_config_opid_index: int
+    def __init__(self, dest_uuid: _Optional[str] = ..., tablet_id: _Optional[str] = ..., changes: _Optional[_Iterable[_Union[ConfigChangeItemPB, _Mapping]]] = ..., cas_config_opid_index: _Optional[int] = ...) -> None: ...
+
+class BulkChangeConfigResponsePB(_message.Message):
+    __slots__ = ("committed_config",)
+    COMMITTED_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    committed_config: _consensus_pb2.RaftConfigPB
+    def __init__(self, committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ...) -> None: ...
+
+class RunLeaderElectionRequestPB(_message.Message):
+    __slots__ = ("dest_uuid", "tablet_id")
+    DEST_UUID_FIELD_NUMBER: _ClassVar[int]
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    dest_uuid: str
+    tablet_id: str
+    def __init__(self, dest_uuid: _Optional[str] = ..., tablet_id: _Optional[str] = ...) -> None: ...
+
+class RunLeaderElectionResponsePB(_message.Message):
+    __slots__ = ("already_leader",)
+    ALREADY_LEADER_FIELD_NUMBER: _ClassVar[int]
+    already_leader: bool
+    def __init__(self, already_leader: _Optional[bool] = ...) -> None: ...
+
+class UnsafeChangeConfigRequestPB(_message.Message):
+    __slots__ = ("dest_uuid", "tablet_id", "new_config_uuids")
+    DEST_UUID_FIELD_NUMBER: _ClassVar[int]
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_CONFIG_UUIDS_FIELD_NUMBER: _ClassVar[int]
+    dest_uuid: str
+    tablet_id: str
+    new_config_uuids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dest_uuid: _Optional[str] = ..., tablet_id: _Optional[str] = ..., new_config_uuids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UnsafeChangeConfigResponsePB(_message.Message):
+    __slots__ = ("term", "index")
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    term: int
+    index: int
+    def __init__(self, term: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+
+class PeerProgressPB(_message.Message):
+    __slots__ = ("permanent_uuid", "match_index", "next_index", "state", "health")
+    PERMANENT_UUID_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    permanent_uuid: str
+    match_index: int
+    next_index: int
+    state: str
+    health: PeerHealthPB
+    def __init__(self, permanent_uuid: _Optional[str] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ..., state: _Optional[str] = ..., health: _Optional[_Union[PeerHealthPB, str]] = ...) -> None: ...

@@ -28,6 +28,7 @@ from nyala.client import Client, connect
 from nyala.errors import NyalaError
 
 __all__ = [
+    "UnderscoreGroup",
     "columns_option",
     "connect_cli",
     "emit_json",
@@ -43,6 +44,14 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 FORMATS = ("table", "json")
+
+
+class UnderscoreGroup(click.Group):
+    """A command group that also takes Kudu's underscore spellings (``leader_step_down`` for
+    ``leader-step-down``) without listing them in the help."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or super().get_command(ctx, cmd_name.replace("_", "-"))
 
 
 def masters_argument(function: Callable[P, R]) -> Callable[P, R]:

@@ -5,19 +5,22 @@ from __future__ import annotations
 import click
 
 from nyala._version import __version__
+from nyala.tools._format import UnderscoreGroup
 from nyala.tools.cmd_cluster import cluster
 from nyala.tools.cmd_list import master_list, tserver_list
 from nyala.tools.cmd_local_cluster import local_cluster
-from nyala.tools.cmd_local_replica import local_replica, local_replica_alias
+from nyala.tools.cmd_local_replica import local_replica
 from nyala.tools.cmd_master import master
+from nyala.tools.cmd_remote_replica import remote_replica
 from nyala.tools.cmd_table import table
+from nyala.tools.cmd_tablet import tablet
 from nyala.tools.cmd_tserver import tserver
 from nyala.tools.cmd_wal import wal
 
 __all__ = ["main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=UnderscoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nyala")
 def main() -> None:
     """Nyala: a distributed, replicated, columnar table store."""
@@ -30,6 +33,7 @@ main.add_command(local_cluster)
 main.add_command(table)
 main.add_command(cluster)
 main.add_command(local_replica)
-main.add_command(local_replica_alias)
+main.add_command(tablet)
+main.add_command(remote_replica)
 master.add_command(master_list)
 tserver.add_command(tserver_list)

@@ -28,7 +28,6 @@ Kudu's ``copy_from_remote`` needs tablet copy, which Nyala's tablet servers do n
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 import time
@@ -48,11 +47,11 @@ from nyala.errors import InvalidArgument, NotFound, NyalaError
 from nyala.files import copy_durably, fsync_dir
 from nyala.server.fs import OfflineDataDir
 from nyala.storage.manager import remove_tablet_files
-from nyala.tools._format import columns_option, emit_json, emit_rows, format_option, handle_errors
+from nyala.tools._format import UnderscoreGroup, columns_option, emit_json, emit_rows, format_option, handle_errors
 from nyala.tserver.manager import STORES_DIR, TABLETS_DIR, WAL_DIR
 from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, TabletMetadata
 
-__all__ = ["local_replica", "local_replica_alias", "parse_peer"]
+__all__ = ["local_replica", "parse_peer"]
 
 LIST_COLUMNS = (
     "tablet_id",
@@ -74,12 +73,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@click.group("local-replica")
+@click.group("local-replica", cls=UnderscoreGroup)
 def local_replica() -> None:
     """Inspect and repair the tablet replicas of a stopped tablet server, in its data directory."""
 
 
-@local_replica.group()
+@local_replica.group(cls=UnderscoreGroup)
 def cmeta() -> None:
     """Read and rewrite a replica's consensus metadata (term, vote, committed Raft config)."""
 
@@ -330,19 +329,3 @@ def set_term_command(data_dir: Path, tablet_id: str, term: int) -> None:
     """Raise the current Raft term of the replica to TERM (never lowers it; clears the vote)."""
     old, backup = set_term(data_dir, tablet_id, term)
     click.echo(f"tablet {tablet_id}: term raised from {old} to {term}; previous consensus metadata kept as {backup}")
-
-
-def _hidden_alias(command: click.Command, name: str) -> click.Command:
-    """``command`` under Kudu's underscore spelling ``name``, accepted but left out of the help."""
-    alias = copy.copy(command)  # a group's copy shares its subcommands
-    alias.name = name
-    alias.hidden = True
-    return alias
-
-
-for _command in (print_replica_uuids, rewrite_raft_config_command, set_term_command):
-    assert _command.name is not None
-    cmeta.add_command(_hidden_alias(_command, _command.name.replace("-", "_")))
-
-#: ``nyala local_replica``, Kudu's spelling of the group.
-local_replica_alias = _hidden_alias(local_replica, "local_replica")

@@ -17,7 +17,6 @@ spellings work as hidden aliases.
 
 from __future__ import annotations
 
-import copy
 import datetime
 import decimal
 import json
@@ -42,6 +41,7 @@ from nyala.client.async_client import show_range
 from nyala.errors import InvalidArgument
 from nyala.schema import ColumnSchema, ColumnType, DataType, Schema
 from nyala.tools._format import (
+    UnderscoreGroup,
     columns_option,
     connect_cli,
     emit_json,
@@ -62,7 +62,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@click.group()
+@click.group(cls=UnderscoreGroup)
 def table() -> None:
     """Create, inspect, alter, scan and delete tables."""
 
@@ -434,19 +434,6 @@ def drop_range_partition(
         shown = _show_partition(opened, spec)
         client.alter_table(table_name, drop_range_partitions=[spec], wait=wait, timeout_s=timeout_s)
     click.echo(f"dropped range partition {shown} of table {table_name}")
-
-
-def _kudu_alias(command: click.Command, name: str) -> None:
-    """Kudu's underscore spelling of ``command``, accepted but left out of the help."""
-    alias = copy.copy(command)
-    alias.name = name
-    alias.hidden = True
-    table.add_command(alias, name)
-
-
-for _command in (rename_table, rename_column, delete_column, add_range_partition, drop_range_partition):
-    assert _command.name is not None
-    _kudu_alias(_command, _command.name.replace("-", "_"))
 
 
 # --- create ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """TabletServerAdminService (CreateTablet, DeleteTablet, AlterSchema) and the per-tablet
-ConsensusService calls (GetConsensusState, LeaderStepDown).
+ConsensusService calls (GetConsensusState, LeaderStepDown); the config-change calls are in
+:mod:`nyala.tserver.consensus_admin`.
 
 The master calls the admin methods and retries them, so each is idempotent: creating a
 tablet that exists with the same members succeeds, deleting a tombstone again succeeds, a

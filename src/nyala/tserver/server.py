@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from nyala.proto import common_pb2
 from nyala.server import ServerBase
 from nyala.tserver.admin import AdminService
+from nyala.tserver.consensus_admin import ConsensusAdminService
 from nyala.tserver.heartbeat import Heartbeater
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.options import TabletServerOptions
@@ -49,8 +50,10 @@ class TabletServer(ServerBase):
         self.scan_pool = ThreadPoolExecutor(options.storage.threads, thread_name_prefix="tserver-scan")
         self.service = TabletService(self.tablets, self.scanners, self.scan_pool, options, self._identity)
         self.admin = AdminService(self.uuid, self.tablets, self.scanners, self.transport.directory)
+        self.consensus_admin = ConsensusAdminService(self.uuid, self.tablets, self.transport.directory)
         self.service.register(self.rpc)
         self.admin.register(self.rpc)
+        self.consensus_admin.register(self.rpc)
         self.heartbeater = Heartbeater(
             options.masters(),
             self.messenger,

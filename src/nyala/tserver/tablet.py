@@ -66,6 +66,12 @@ ROLE_TO_PB = {
 
 State = tpb.TabletStatePB
 
+# Kudu's health of a member as its leader sees it, from the leader's replication state: a
+# peer being replicated to is healthy; one that needs entries the leader has compacted away
+# cannot catch up without a tablet copy; one the leader is still probing (just found, or it
+# stopped answering for an election timeout) is unknown.
+_PEER_HEALTH = {"REPLICATE": cpb.HEALTHY, "NEEDS_COPY": cpb.FAILED_UNRECOVERABLE, "PROBE": cpb.HEALTH_UNKNOWN}
+
 
 def config_to_pb(config: RaftConfig) -> consensus_pb2.RaftConfigPB:
     pb = consensus_pb2.RaftConfigPB()
@@ -306,6 +312,16 @@ class TabletReplica:
         pb.committed_config.CopyFrom(config_to_pb(raft.committed_config))
         if raft.active_config != raft.committed_config:
             pb.pending_config.CopyFrom(config_to_pb(raft.active_config))
+        if raft.role is Role.LEADER:
+            pb.transfer_target_uuid = raft.transfer_target
+            for peer in raft.peer_progress():
+                pb.peers.add(
+                    permanent_uuid=peer.peer_id,
+                    match_index=peer.match,
+                    next_index=peer.next,
+                    state=peer.state,
+                    health=_PEER_HEALTH.get(peer.state, cpb.HEALTH_UNKNOWN),
+                )
         return pb
 
     def _tombstone_consensus_state(self) -> cpb.ConsensusStatePB | None:

@@ -21,6 +21,12 @@ machine work at the same time:
 
 While the disk is busy, new proposals keep arriving and land in the next Ready, so entries
 proposed during one fsync share the next one.
+
+A proposal (a write, or an operator's config change) waits for its own entry to come back
+committed with the term it was proposed in; the same index with another term means a new
+leader replaced it, and the caller gets Aborted.  A config change is answered when its
+committed entry reaches the apply stage, in log order, with the config it carries (nothing
+is applied to the state machine for it).
 """
 
 from __future__ import annotations
@@ -38,17 +44,20 @@ from typing import Any, Protocol
 
 from nyala.common.config import setting
 from nyala.consensus.core import (
+    ConfigChange,
     EntryType,
     HardState,
     LogEntry,
     Message,
     OpId,
+    PeerProgress,
     PersistentState,
     RaftConfig,
     RaftCore,
     RaftOptions,
     Ready,
     Role,
+    decode_config,
 )
 from nyala.consensus.runtime.cmeta import ConsensusMetadata
 from nyala.consensus.runtime.transport import RaftTransport
@@ -356,6 +365,91 @@ class RaftReplica:
         self._kick()
         return chosen
 
+    # -- membership (operator calls) --------------------------------------------------------
+
+    async def change_config(
+        self, changes: Sequence[ConfigChange], cas_config_opid_index: int | None = None
+    ) -> RaftConfig:
+        """Replicate a config change (one entry, however many changes); return the new config
+        once its entry is committed.
+
+        The core decides and refuses at once, changing nothing: NotTheLeader (with a hint),
+        ServiceUnavailable (a CONFIGURING or transferring leader), IllegalState (a change is
+        still pending), Aborted (CAS_FAILED), InvalidArgument / NotFound / AlreadyPresent (a
+        bad change).  Removing or demoting this leader itself is refused with NotTheLeader
+        naming the voter it is now handing leadership to.  Aborted after the proposal means a
+        new leader replaced the entry: the change did not happen and may be retried.
+        """
+        self._check_usable()
+        try:
+            op = self._core.change_config(changes, cas_config_opid_index)
+        finally:
+            self._kick()  # a refused removal of the leader itself has started a transfer
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._pending[op.index] = (op.term, future)
+        try:
+            config: RaftConfig = await future
+        finally:
+            self._pending.pop(op.index, None)
+        return config
+
+    def campaign(self) -> bool:
+        """Start an election now, even while a leader is alive (Kudu's RunLeaderElection).
+
+        False when this replica already leads (nothing to do).  IllegalState when it is not a
+        voter of its active config.  The election skips the pre-vote: voters grant it even
+        while they hear from the current leader, which then steps down if this one wins.
+        """
+        self._check_usable()
+        if self._core.is_leader:
+            return False
+        self._core.campaign(ignore_live_leader=True)
+        self._kick()
+        return True
+
+    def unsafe_change_config(self, peer_ids: Sequence[str]) -> OpId:
+        """Force this replica's config to ``peer_ids`` (majority-loss recovery; may lose data).
+
+        The members must all be in the committed config, this replica among its voters.  The
+        forced config is appended at a new term and the replica campaigns at once; the call
+        returns the op id of that entry without waiting for it to commit.
+        """
+        self._check_usable()
+        committed = self._core.committed_config
+        strangers = [p for p in peer_ids if not committed.contains(p)]
+        if strangers:
+            raise NotFound(
+                f"{strangers} not in the committed config {list(committed.peer_ids)} of {self.group_id}: "
+                "an unsafe config change may only keep members of the committed config"
+            )
+        op = self._core.unsafe_change_config(peer_ids)
+        self._kick()
+        return op
+
+    def peer_progress(self) -> tuple[PeerProgress, ...]:
+        """The leader's view of every other member's log; empty unless leading."""
+        return self._core.peer_progress()
+
+    @property
+    def busy(self) -> bool:
+        """Whether the pipeline has work under way: an input not yet driven, a Ready not yet
+        durable, committed entries not yet applied.  A test that ticks a virtual clock waits
+        for this to clear between ticks, so that the clock never outruns the disk."""
+        if self._closed or self._failed is not None:
+            return False
+        return bool(
+            self._wake.is_set()
+            or self._unsynced
+            or self._to_apply
+            or self._apply_wake.is_set()
+            or self._applied < self._core.commit_index
+        )
+
+    @property
+    def transfer_target(self) -> str:
+        """The voter a graceful step-down is handing leadership to, or empty."""
+        return self._core.transfer_target
+
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise self._failed
@@ -496,6 +590,11 @@ class RaftReplica:
             term, future = pending
             if term == entry.term and entry.index in by_index:
                 future.set_result(by_index[entry.index])
+            elif term == entry.term and entry.type is EntryType.CHANGE_CONFIG:
+                # The proposed config entry itself committed (same index and term): the change
+                # took effect.  Its config is durable already: the Ready that committed it
+                # wrote the consensus metadata before its entries reached this stage.
+                future.set_result(decode_config(entry.payload))
             else:
                 future.set_exception(Aborted(f"entry {entry.index} was replaced by a new leader; it was not applied"))
         self._applied = committed[-1].index

@@ -1,0 +1,433 @@
+"""The RPC side of the replica admin commands: find a tablet's leader, change its config, move
+a replica, step a leader down.  ``cmd_tablet`` and ``cmd_remote_replica`` print the results.
+
+Finding the leader: the masters' GetTabletLocations names the tablet's replicas and the
+leader last reported; ListTabletServers gives each server's address.  The tool asks the
+named leader (then every replica, then whichever leader they name) for its own view with
+GetConsensusState, and trusts only a replica that says it leads.  Elections take a moment,
+so it keeps looking until the operation's deadline.
+
+Changing the config: every change carries a compare-and-set on the committed config's op
+index the leader just reported, so a change decided on a stale view is refused (Aborted,
+CAS_FAILED) instead of applied.  NotTheLeader is followed to the leader it names (a leader
+asked to remove or demote itself answers so, naming the voter it hands leadership to);
+ServiceUnavailable (a new leader not yet running, a transfer) is retried.  After an attempt
+whose outcome is unknown, the tool re-reads the committed config and stops if the change is
+already in it, so a retry never applies a change twice.
+
+Moving a replica (Kudu's 3-4-3 move, :func:`next_move_step` decides each step from the
+committed config alone, so a re-run picks up where an interrupted one stopped):
+
+1. one BulkChangeConfig: the source is marked ``replace`` and the destination joins as a
+   NON_VOTER with ``promote``;
+2. the leader promotes the destination to VOTER once it has caught up (a destination that
+   does not host the tablet yet needs a tablet copy first); the tool waits, showing how far
+   the destination's log has come;
+3. a source that leads is stepped down gracefully, then the source is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nyala.client.async_client import AsyncClient
+from nyala.client.info import role_name
+from nyala.common.hostport import parse_address
+from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftConfig, decode_config
+from nyala.errors import (
+    Aborted,
+    IllegalState,
+    InvalidArgument,
+    NetworkError,
+    NotFound,
+    NotTheLeader,
+    NyalaError,
+    ServiceUnavailable,
+    TimedOut,
+)
+from nyala.proto import common_pb2, consensus_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc import Messenger
+from nyala.services import (
+    BULK_CHANGE_CONFIG,
+    CHANGE_CONFIG,
+    GET_CONSENSUS_STATE,
+    LEADER_STEP_DOWN,
+    LIST_TABLETS,
+    UNSAFE_CHANGE_CONFIG,
+)
+
+__all__ = [
+    "MoveStep",
+    "ReplicaView",
+    "TabletOps",
+    "config_rows",
+    "list_remote_replicas",
+    "member_type",
+    "move_replica",
+    "next_move_step",
+    "unsafe_change_config",
+]
+
+#: How often the tool looks again while it waits for an election, a promotion, a transfer.
+POLL_S = 0.2
+
+Report = Callable[[str], None]
+Progress = Callable[[int, int], None]
+
+
+def member_type(name: str) -> MemberType:
+    """VOTER or NON_VOTER (any case); InvalidArgument otherwise."""
+    try:
+        return MemberType[name.upper()]
+    except KeyError:
+        raise InvalidArgument(f"unknown replica type {name!r}; use VOTER or NON_VOTER") from None
+
+
+def _config(pb: consensus_pb2.RaftConfigPB) -> RaftConfig:
+    return decode_config(pb.SerializeToString())
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaView:
+    """One replica's own view of its tablet (GetConsensusState)."""
+
+    server_uuid: str
+    address: str
+    state: cpb.ConsensusStatePB
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.role == common_pb2.LEADER and self.state.leader_uuid == self.server_uuid
+
+    @property
+    def committed(self) -> RaftConfig:
+        return _config(self.state.committed_config)
+
+    @property
+    def pending(self) -> RaftConfig | None:
+        return _config(self.state.pending_config) if self.state.HasField("pending_config") else None
+
+    def peer(self, uuid: str) -> cpb.PeerProgressPB | None:
+        return next((p for p in self.state.peers if p.permanent_uuid == uuid), None)
+
+
+def config_rows(config: RaftConfig, leader: str, addresses: dict[str, str]) -> list[dict[str, Any]]:
+    """A config as rows for printing: uuid, address, member type, attributes, leader."""
+    return [
+        {
+            "uuid": m.peer_id,
+            "address": addresses.get(m.peer_id, ""),
+            "member_type": m.member_type.name,
+            "promote": m.promote,
+            "replace": m.replace,
+            "leader": m.peer_id == leader,
+        }
+        for m in config.members
+    ]
+
+
+def _change_pb(change: ConfigChange, address: str) -> cpb.ConfigChangeItemPB:
+    peer = cpb.ChangeConfigPeerPB(
+        permanent_uuid=change.peer_id,
+        member_type=None if change.member_type is None else change.member_type.name,
+        promote=change.promote,
+        replace=change.replace,
+    )
+    if address and change.kind is ChangeKind.ADD_PEER:
+        hp = parse_address(address)
+        peer.last_known_addr.host, peer.last_known_addr.port = hp.host, hp.port
+    return cpb.ConfigChangeItemPB(type=change.kind.name, peer=peer)
+
+
+class TabletOps:
+    """Consensus operations on one tablet through its current leader, all within one deadline."""
+
+    def __init__(self, client: AsyncClient, tablet_id: str, timeout_s: float) -> None:
+        if not tablet_id:
+            raise InvalidArgument("a tablet id is needed")
+        self.client = client
+        self.tablet_id = tablet_id
+        self.timeout_s = timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._deadline = self._loop.time() + timeout_s
+        self._servers: dict[str, str] = {}
+
+    @property
+    def messenger(self) -> Messenger:
+        return self.client.messenger
+
+    def remaining(self) -> float:
+        return max(0.0, self._deadline - self._loop.time())
+
+    async def pause(self, waiting_for: str, last_error: BaseException | None = None) -> None:
+        """Wait a moment before looking again; TimedOut once the deadline has passed."""
+        if self.remaining() <= 0:
+            cause = f" (last error: {type(last_error).__name__}: {last_error})" if last_error else ""
+            raise TimedOut(f"tablet {self.tablet_id}: {waiting_for} within {self.timeout_s:g} s{cause}")
+        await asyncio.sleep(min(POLL_S, self.remaining()))
+
+    # -- servers and replicas ----------------------------------------------------------------
+
+    async def servers(self, refresh: bool = False) -> dict[str, str]:
+        """Registered tablet servers: uuid -> RPC address."""
+        if refresh or not self._servers:
+            listed = await self.client.list_tablet_servers(timeout_s=max(self.remaining(), 0.1))
+            self._servers = {s.uuid: s.rpc_addresses[0] for s in listed if s.rpc_addresses}
+        return self._servers
+
+    async def address_of(self, uuid: str) -> str:
+        servers = await self.servers()
+        if uuid not in servers:
+            servers = await self.servers(refresh=True)
+        if uuid not in servers:
+            raise NotFound(f"no tablet server with uuid {uuid!r} is registered with the masters")
+        return servers[uuid]
+
+    async def view(self, uuid: str) -> ReplicaView:
+        """What the replica on server ``uuid`` says about the tablet."""
+        address = await self.address_of(uuid)
+        response = await self.messenger.call(
+            address,
+            GET_CONSENSUS_STATE,
+            cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[self.tablet_id]),
+            timeout=max(min(self.remaining(), 10.0), 0.1),
+        )
+        if not response.tablets:
+            raise NotFound(f"tablet {self.tablet_id} has no consensus state on server {uuid}")
+        return ReplicaView(uuid, address, response.tablets[0])
+
+    async def leader(self, hint: str = "", accept: Callable[[ReplicaView], bool] | None = None) -> ReplicaView:
+        """The replica that says it leads (and that ``accept`` takes), once there is one."""
+        last_error: BaseException | None = None
+        while True:
+            info = await self.client.tablet_info(self.tablet_id, timeout_s=max(self.remaining(), 0.1))
+            reported = [r.uuid for r in info.replicas if r.role == "LEADER"]
+            order = deque([hint, *reported, *(r.uuid for r in info.replicas)])
+            asked: set[str] = set()
+            while order:
+                uuid = order.popleft()
+                if not uuid or uuid in asked:
+                    continue
+                asked.add(uuid)
+                try:
+                    view = await self.view(uuid)
+                except NyalaError as exc:
+                    last_error = exc
+                    continue
+                if view.is_leader and (accept is None or accept(view)):
+                    return view
+                order.append(view.state.leader_uuid)
+            await self.pause("no leader was found", last_error)
+
+    # -- changes -----------------------------------------------------------------------------
+
+    async def change(
+        self,
+        changes: Sequence[ConfigChange],
+        *,
+        done: Callable[[RaftConfig], bool],
+        leader: ReplicaView | None = None,
+    ) -> tuple[RaftConfig, str]:
+        """Apply ``changes`` in one config entry on the leader, with compare-and-set on the
+        committed config it reports; return the new committed config and the leader's uuid.
+
+        ``done`` tells whether a config already contains the change, which is checked only
+        after an attempt whose outcome is unknown (so a repeated change is still an error).
+        """
+        addresses = {c.peer_id: await self.address_of(c.peer_id) for c in changes if c.kind is ChangeKind.ADD_PEER}
+        hint = ""
+        retrying = False
+        last_error: BaseException | None = None
+        while True:
+            if leader is None:
+                leader = await self.leader(hint)
+            config = leader.committed
+            if retrying and done(config):
+                return config, leader.server_uuid
+            items = [_change_pb(c, addresses.get(c.peer_id, "")) for c in changes]
+            cas = config.opid_index
+            try:
+                if len(items) == 1:
+                    single = cpb.ChangeConfigRequestPB(
+                        dest_uuid=leader.server_uuid,
+                        tablet_id=self.tablet_id,
+                        type=items[0].type,
+                        peer=items[0].peer,
+                        cas_config_opid_index=cas,
+                    )
+                    answer = await self.messenger.call(
+                        leader.address, CHANGE_CONFIG, single, timeout=max(self.remaining(), 0.1)
+                    )
+                    committed = answer.committed_config
+                else:
+                    bulk = cpb.BulkChangeConfigRequestPB(
+                        dest_uuid=leader.server_uuid, tablet_id=self.tablet_id, changes=items, cas_config_opid_index=cas
+                    )
+                    response = await self.messenger.call(
+                        leader.address, BULK_CHANGE_CONFIG, bulk, timeout=max(self.remaining(), 0.1)
+                    )
+                    committed = response.committed_config
+                return _config(committed), leader.server_uuid
+            except NotTheLeader as exc:
+                hint, last_error = exc.leader_hint, exc
+            except Aborted as exc:
+                if not retrying:
+                    raise Aborted(
+                        f"{exc} (the config changed after the tool read it at op index {cas}; look again and retry)"
+                    ) from None
+                last_error = exc  # perhaps our own earlier attempt: the next look tells
+            except (ServiceUnavailable, NetworkError, TimedOut) as exc:
+                last_error = exc
+            retrying, leader = True, None
+            await self.pause("the config change did not go through", last_error)
+
+    async def step_down(self, leader: ReplicaView, *, abrupt: bool, new_leader: str = "") -> ReplicaView:
+        """Ask ``leader`` to step down; return the replica that leads afterwards."""
+        request = cpb.LeaderStepDownRequestPB(
+            dest_uuid=leader.server_uuid, tablet_id=self.tablet_id, new_leader_uuid=new_leader, abrupt=abrupt
+        )
+        await self.messenger.call(leader.address, LEADER_STEP_DOWN, request, timeout=max(self.remaining(), 0.1))
+
+        def moved(view: ReplicaView) -> bool:
+            return view.server_uuid != leader.server_uuid and (not new_leader or view.server_uuid == new_leader)
+
+        try:
+            return await self.leader(new_leader, accept=moved)
+        except TimedOut as exc:
+            raise TimedOut(
+                f"{exc}; {leader.server_uuid} was asked to step down but leadership did not move "
+                "(a graceful transfer gives up after one election timeout)"
+            ) from None
+
+
+# --- move-replica ------------------------------------------------------------------------------
+
+
+class MoveStep(enum.Enum):
+    """What a 3-4-3 move does next, given the committed config."""
+
+    WAIT_PENDING = "wait for the pending config change to commit"
+    ADD_DESTINATION = "add the destination as a NON_VOTER to be promoted, marking the source for replacement"
+    PROMOTE_DESTINATION = "mark the destination NON_VOTER for promotion"
+    WAIT_PROMOTION = "wait for the destination to catch up and be promoted to VOTER"
+    STEP_DOWN_SOURCE = "step the leading source down"
+    REMOVE_SOURCE = "remove the source"
+    DONE = "done"
+
+
+def next_move_step(committed: RaftConfig, pending: RaftConfig | None, leader: str, source: str, dest: str) -> MoveStep:
+    """The next step of moving ``source``'s replica to ``dest`` (pure; a re-run resumes here)."""
+    if source == dest:
+        raise InvalidArgument(f"the source and the destination are the same server ({source})")
+    if pending is not None:
+        return MoveStep.WAIT_PENDING
+    src, dst = committed.member(source), committed.member(dest)
+    if dst is None:
+        if src is None:
+            raise NotFound(f"{source} holds no replica of the tablet (its config is {list(committed.peer_ids)})")
+        return MoveStep.ADD_DESTINATION
+    if src is None:
+        return MoveStep.WAIT_PROMOTION if not dst.is_voter and dst.promote else MoveStep.DONE
+    if src.is_voter and not dst.is_voter:
+        return MoveStep.WAIT_PROMOTION if dst.promote else MoveStep.PROMOTE_DESTINATION
+    return MoveStep.STEP_DOWN_SOURCE if leader == source else MoveStep.REMOVE_SOURCE
+
+
+def _move_changes(step: MoveStep, committed: RaftConfig, source: str, dest: str) -> list[ConfigChange]:
+    src = committed.member(source)
+    if step is MoveStep.ADD_DESTINATION:
+        assert src is not None
+        changes = [ConfigChange(ChangeKind.ADD_PEER, dest, MemberType.NON_VOTER, promote=src.is_voter, replace=False)]
+        if not src.replace:
+            changes.insert(0, ConfigChange(ChangeKind.MODIFY_PEER, source, replace=True))
+        return changes
+    if step is MoveStep.PROMOTE_DESTINATION:
+        return [ConfigChange(ChangeKind.MODIFY_PEER, dest, promote=True)]
+    return [ConfigChange(ChangeKind.REMOVE_PEER, source)]
+
+
+async def move_replica(
+    ops: TabletOps, source: str, dest: str, report: Report, progress: Progress
+) -> tuple[RaftConfig, str]:
+    """Move the tablet's replica from ``source`` to ``dest``; return the final committed config
+    and its leader.  Each step is reported; ``progress(done, total)`` follows the catch-up."""
+    await ops.address_of(dest)  # a clear error for an unknown destination, before anything changes
+    last: MoveStep | None = None
+    while True:
+        leader = await ops.leader()
+        step = next_move_step(leader.committed, leader.pending, leader.server_uuid, source, dest)
+        if step is not last and step is not MoveStep.DONE:
+            report(f"tablet {ops.tablet_id}: {step.value}")
+        last = step
+        if step is MoveStep.DONE:
+            return leader.committed, leader.server_uuid
+        if step is MoveStep.WAIT_PENDING:
+            await ops.pause("the pending config change did not commit")
+        elif step is MoveStep.WAIT_PROMOTION:
+            peer = leader.peer(dest)
+            if peer is not None:
+                progress(peer.match_index, leader.state.last_index)
+            await ops.pause(f"{dest} was not promoted to VOTER (does it host the tablet, or can it copy it?)")
+        elif step is MoveStep.STEP_DOWN_SOURCE:
+            await ops.step_down(leader, abrupt=False)
+        else:
+            changes = _move_changes(step, leader.committed, source, dest)
+
+            def done(config: RaftConfig, this: MoveStep = step) -> bool:
+                return next_move_step(config, None, "", source, dest) is not this
+
+            try:
+                await ops.change(changes, done=done, leader=leader)
+            except IllegalState as exc:
+                if "pending" not in str(exc):
+                    raise
+                # The leader promoted someone meanwhile: look again once that has committed.
+
+
+# --- remote-replica --------------------------------------------------------------------------
+
+
+async def list_remote_replicas(messenger: Messenger, address: str, timeout_s: float) -> list[dict[str, Any]]:
+    """Every replica on one tablet server with its state and consensus view."""
+    tablets, consensus = await asyncio.gather(
+        messenger.call(address, LIST_TABLETS, tpb.ListTabletsRequestPB(), timeout=timeout_s),
+        messenger.call(address, GET_CONSENSUS_STATE, cpb.GetConsensusStateRequestPB(), timeout=timeout_s),
+    )
+    states = {s.tablet_id: s for s in consensus.tablets}
+    rows = []
+    for t in sorted(tablets.tablets, key=lambda t: (t.table_name, t.tablet_id)):
+        cs = states.get(t.tablet_id)
+        config = _config(cs.committed_config) if cs is not None else None
+        rows.append(
+            {
+                "tablet_id": t.tablet_id,
+                "table": t.table_name,
+                "state": tpb.TabletStatePB.Name(t.state),
+                "role": role_name(cs.role) if cs is not None else "UNKNOWN_ROLE",
+                "term": cs.current_term if cs is not None else None,
+                "leader": cs.leader_uuid if cs is not None else "",
+                "last_index": cs.last_index if cs is not None else None,
+                "commit_index": cs.commit_index if cs is not None else None,
+                "applied_index": cs.applied_index if cs is not None else t.applied_index,
+                "config": [f"{m.peer_id} {m.member_type.name}" for m in config.members] if config else [],
+                "pending_config": cs is not None and cs.HasField("pending_config"),
+                "error": t.error,
+            }
+        )
+    return rows
+
+
+async def unsafe_change_config(
+    messenger: Messenger, address: str, tablet_id: str, uuids: Sequence[str], timeout_s: float
+) -> tuple[int, int]:
+    """Force the replica at ``address`` to a config of ``uuids``; returns the forced entry's (term, index)."""
+    request = cpb.UnsafeChangeConfigRequestPB(tablet_id=tablet_id, new_config_uuids=list(uuids))
+    response = await messenger.call(address, UNSAFE_CHANGE_CONFIG, request, timeout=timeout_s)
+    return response.term, response.index
