@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from nyala.testing.wait import WaitTimeout, wait_for
+
 __all__ = ["ProcessError", "ServerProcess", "kill_all", "pid_alive", "running_pids", "stop_pid"]
 
 _LIVE: dict[int, ServerProcess] = {}
@@ -73,14 +75,16 @@ class ServerProcess:
 
     def wait_ready(self, is_ready: Callable[[], bool], timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
         """Poll ``is_ready`` until it is true; fail with the log's tail if the process exits or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if not self.running:
                 raise ProcessError(f"{self.name} exited with code {self.returncode}:\n{self.log_tail()}")
-            if is_ready():
-                return
-            time.sleep(poll_s)
-        raise ProcessError(f"{self.name} was not ready within {timeout_s:.0f} s:\n{self.log_tail()}")
+            return is_ready()
+
+        try:
+            wait_for(ready, what=f"{self.name} to be ready", timeout_s=timeout_s, interval_s=poll_s)
+        except WaitTimeout:
+            raise ProcessError(f"{self.name} was not ready within {timeout_s:.0f} s:\n{self.log_tail()}") from None
 
     def kill(self) -> None:
         """SIGKILL (kill -9) and reap; nothing is flushed, as in a crash."""
@@ -105,11 +109,16 @@ class ServerProcess:
         """
         self._send(signal.SIGSTOP)
         self.paused = True
-        deadline = time.monotonic() + timeout_s
-        while _process_state(self._proc.pid if self._proc else -1) not in {"T", "t", "Z", "X", ""}:
-            if time.monotonic() > deadline:
-                raise ProcessError(f"{self.name} did not stop within {timeout_s} s of SIGSTOP")
-            time.sleep(0.001)
+        pid = self._proc.pid if self._proc else -1
+        try:
+            wait_for(
+                lambda: _process_state(pid) in {"T", "t", "Z", "X", ""},
+                what=f"{self.name} to stop on SIGSTOP",
+                timeout_s=timeout_s,
+                interval_s=0.001,
+            )
+        except WaitTimeout:
+            raise ProcessError(f"{self.name} did not stop within {timeout_s} s of SIGSTOP") from None
 
     def resume(self) -> None:
         self._send(signal.SIGCONT)
@@ -174,13 +183,11 @@ def stop_pid(pid: int, timeout_s: float = 20.0) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
+    try:
+        wait_for(lambda: not pid_alive(pid), what=f"pid {pid} to exit on SIGTERM", timeout_s=timeout_s)
+    except WaitTimeout:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     return True
 
 
