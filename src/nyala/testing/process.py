@@ -5,6 +5,15 @@ signals reach it and nothing else. Its output goes to a log file whose tail is q
 the process fails to start. Every process started here is recorded in a module-level
 registry by PID, and :func:`kill_all` (called by fixtures and at interpreter exit) kills
 whatever is still running, so a failing test never leaves servers behind.
+
+A process killed outright (SIGKILL, or SIGTERM's default action) runs no exit handler, so
+owned processes are also tied to this one by a *lifeline* (:mod:`nyala.server.lifeline`):
+each gets the read end of a pipe whose write end this process alone keeps open, named in
+``NYALA_LIFELINE_FD``; servers watch it and ask the kernel for SIGKILL when their parent
+dies.  Owned processes are forked from one daemon thread that lives as long as this process,
+because Linux delivers that signal when the forking *thread* ends, and a server started from
+a short-lived worker thread would otherwise die with the thread.  Processes made with
+``owned=False`` (the local cluster's) get no lifeline and live on.
 """
 
 from __future__ import annotations
@@ -14,10 +23,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
+from queue import SimpleQueue
 
+from nyala.server.lifeline import LIFELINE_ENV
 from nyala.testing.wait import WaitTimeout, wait_for
 
 __all__ = ["ProcessError", "ServerProcess", "kill_all", "pid_alive", "running_pids", "stop_pid"]
@@ -65,10 +78,19 @@ class ServerProcess:
             log.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
             log.flush()
             env = {**os.environ, **(self.env or {})}
-            self._proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,
-            )  # fmt: skip
+            env.pop(LIFELINE_ENV, None)  # never one inherited from whoever started this process
+            if self.owned:
+                lifeline = _Lifeline.of_this_process()
+                env[LIFELINE_ENV] = str(lifeline.read_fd)
+                self._proc = lifeline.spawn(lambda: subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True, pass_fds=(lifeline.read_fd,),
+                ))  # fmt: skip
+            else:
+                self._proc = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True,
+                )  # fmt: skip
         self.paused = False
         if self.owned:
             _LIVE[self._proc.pid] = self
@@ -157,6 +179,58 @@ class ServerProcess:
     def _forget(self) -> None:
         if self._proc is not None:
             _LIVE.pop(self._proc.pid, None)
+
+
+#: A function starting a child, and the future it hands the child to.
+_SpawnRequest = tuple[Callable[[], "subprocess.Popen[bytes]"], "Future[subprocess.Popen[bytes]]"]
+
+
+class _Lifeline:
+    """This process's lifeline pipe and the one thread that forks its owned processes."""
+
+    _current: _Lifeline | None = None
+    _creating = threading.Lock()
+
+    def __init__(self) -> None:
+        # Both ends are close-on-exec: only the children given the read end (pass_fds) get it.
+        self.read_fd, self.write_fd = os.pipe()
+        self._requests: SimpleQueue[_SpawnRequest] = SimpleQueue()
+        threading.Thread(target=self._fork_on_request, name="nyala-spawner", daemon=True).start()
+
+    @classmethod
+    def of_this_process(cls) -> _Lifeline:
+        with cls._creating:
+            if cls._current is None:
+                cls._current = cls()
+            return cls._current
+
+    @classmethod
+    def forget_after_fork(cls) -> None:
+        """In a forked child: drop the parent's pipe (its copy of the write end would keep the
+        parent's servers alive) and its spawner (the thread does not exist here)."""
+        current, cls._current = cls._current, None
+        cls._creating = threading.Lock()
+        if current is not None:
+            for fd in (current.read_fd, current.write_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def spawn(self, popen: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """Run ``popen`` on the spawner thread and return the child it started."""
+        future: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((popen, future))
+        return future.result()
+
+    def _fork_on_request(self) -> None:
+        while True:
+            popen, future = self._requests.get()
+            try:
+                future.set_result(popen())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+os.register_at_fork(after_in_child=_Lifeline.forget_after_fork)
 
 
 def _process_state(pid: int) -> str:
