@@ -60,17 +60,17 @@ def test_checks_back_off_from_a_millisecond_to_the_interval_and_stop_at_the_dead
 
 def test_a_timeout_names_what_was_awaited_and_the_last_value_seen() -> None:
     fake = FakeTime()
-    live = iter(range(1000))
+    leaders = iter(range(1000))
 
-    def five_live_servers() -> int | None:
-        count = next(live) % 5  # never reaches five
-        return count if count == 5 else None
+    def agreed_leader() -> int | None:
+        next(leaders)
+        return None  # the servers never agree
 
     with pytest.raises(WaitTimeout) as caught:
-        wait_for(five_live_servers, what="five live servers", timeout_s=2, clock=fake.clock, sleep=fake.sleep)
-    assert str(caught.value) == "timed out after 2 s waiting for five live servers; last value seen: None"
+        wait_for(agreed_leader, what="an agreed leader", timeout_s=2, clock=fake.clock, sleep=fake.sleep)
+    assert str(caught.value) == "timed out after 2 s waiting for an agreed leader; last value seen: None"
     assert isinstance(caught.value, AssertionError)  # a test failure, not an error
-    assert (caught.value.what, caught.value.timeout_s, caught.value.last) == ("five live servers", 2, None)
+    assert (caught.value.what, caught.value.timeout_s, caught.value.last) == ("an agreed leader", 2, None)
 
     with pytest.raises(WaitTimeout, match=r"waiting for the flag; last value seen: False$"):
         wait_for(lambda: False, what="the flag", timeout_s=1, clock=fake.clock, sleep=fake.sleep)
