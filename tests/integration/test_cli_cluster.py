@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from click.testing import CliRunner, Result
 import nyala
 from nyala.client import Client
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
+from nyala.testing.wait import wait_for
 from nyala.tools.cli import main
 
 pytestmark = pytest.mark.timeout(240)
@@ -30,16 +30,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
 @pytest.fixture(scope="module")
 def client(cluster: MiniCluster) -> Iterator[Client]:
     with nyala.connect(cluster.master_addresses_flag, timeout_s=60) as c:
-        wait_for(lambda: any(s.live for s in c.list_tablet_servers()), "a live tablet server")
+        wait_for(lambda: any(s.live for s in c.list_tablet_servers()), what="a live tablet server", timeout_s=60)
         yield c
-
-
-def wait_for(condition: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {within_s} s")
-        time.sleep(0.05)
 
 
 def run(cluster: MiniCluster, *args: str) -> Result:
@@ -76,7 +68,7 @@ def test_master_list_shows_every_masters_own_term(cluster: MiniCluster, client: 
         # A follower learns the leader's term from its first heartbeat: wait for that.
         return roles == ["FOLLOWER", "FOLLOWER", "LEADER"] and len({m["term"] for m in listed}) == 1
 
-    wait_for(settled, "one leader and three masters on one term")
+    wait_for(settled, what="one leader and three masters on one term", timeout_s=60)
     assert all(m["term"] > 0 and not m["error"] for m in listed), listed
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +14,7 @@ import nyala
 from nyala.client import Client, FlushMode, Partitioning, ReadMode, ReplicaSelection, schema
 from nyala.errors import AlreadyPresent, InvalidArgument
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
+from nyala.testing.wait import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -86,8 +86,10 @@ def test_writes_resume_after_the_tablet_leader_is_killed(cluster: MiniCluster, c
     thread.start()
     victim = server_at(cluster, leader.address)
     try:
-        while len(acknowledged) < 2000 and thread.is_alive():
-            time.sleep(0.01)  # let the writer get going before the crash
+        # The writer gets going before the crash.
+        wait_for(
+            lambda: len(acknowledged) >= 2000 or not thread.is_alive(), what="2000 acknowledged rows", timeout_s=60
+        )
         cluster.kill(victim)
         killed.set()
         thread.join(timeout=120)

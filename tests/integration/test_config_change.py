@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +31,7 @@ from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.rpc import RpcMethod
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
+from nyala.testing.wait import wait_for
 from nyala.tools.cli import main
 
 pytestmark = pytest.mark.timeout(300)
@@ -87,7 +87,7 @@ class Tablet:
                     return uuid
             return None
 
-        return eventually(find, "a leader")
+        return wait_for(find, what="a leader", timeout_s=60)
 
     def config(self) -> dict[str, str]:
         """The leader's committed config: uuid -> VOTER / NON_VOTER."""
@@ -113,18 +113,6 @@ class Tablet:
 
 
 T = TypeVar("T")
-
-
-def eventually(probe: Callable[[], T | None], what: str, within_s: float = 60.0) -> T:
-    """Poll ``probe`` until it returns something other than None or False."""
-    deadline = time.monotonic() + within_s
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {within_s} s")
-        time.sleep(0.1)
 
 
 def nyala_cli(*argv: str) -> Result:
@@ -165,7 +153,7 @@ def test_removing_a_follower_under_write_load_loses_no_acknowledged_row(cluster:
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        eventually(lambda: len(acked) >= 500, "the first writes")
+        wait_for(lambda: len(acked) >= 500, what="the first writes", timeout_s=60)
         victim = tablet.follower()
         result = ok(nyala_cli("tablet", "change-config", "remove-replica", cluster.master_addresses_flag, tablet.id,
                               victim, "--format", "json"))  # fmt: skip
@@ -173,7 +161,7 @@ def test_removing_a_follower_under_write_load_loses_no_acknowledged_row(cluster:
         assert victim not in [m["uuid"] for m in answer["config"]]
         assert len(answer["config"]) == 2
         written = len(acked)
-        eventually(lambda: len(acked) >= written + 500, "writes after the removal")
+        wait_for(lambda: len(acked) >= written + 500, what="writes after the removal", timeout_s=60)
     finally:
         stop.set()
         thread.join(timeout=120)
@@ -183,7 +171,7 @@ def test_removing_a_follower_under_write_load_loses_no_acknowledged_row(cluster:
     stored = set(tablet.table.to_arrow(["id"], read_mode=ReadMode.READ_YOUR_WRITES).column("id").to_pylist())
     assert set(acked) <= stored
     # The master learns the new config from the leader's report; clients' locations follow.
-    eventually(lambda: set(tablet.master_view()) == set(tablet.config()), "the master's locations")
+    wait_for(lambda: set(tablet.master_view()) == set(tablet.config()), what="the master's locations", timeout_s=60)
     assert victim not in {r.uuid for t in client.table_tablets(tablet.name) for r in t.replicas}
 
 
@@ -194,10 +182,16 @@ def test_change_replica_type_to_non_voter_and_back(cluster: MiniCluster, client:
     out = ok(nyala_cli("tablet", "change-config", "change-replica-type", masters, tablet.id, follower, "NON_VOTER"))
     assert "NON_VOTER" in out.stdout
     assert tablet.config()[follower] == "NON_VOTER"
-    eventually(lambda: tablet.master_view().get(follower) == "LEARNER", "the master's view of the learner")
+    wait_for(
+        lambda: tablet.master_view().get(follower) == "LEARNER", what="the master's view of the learner", timeout_s=60
+    )
     ok(nyala_cli("tablet", "change-config", "change-replica-type", masters, tablet.id, follower, "voter"))
     assert tablet.config()[follower] == "VOTER"
-    eventually(lambda: tablet.master_view().get(follower) in ("FOLLOWER", "LEADER"), "the master's view of the voter")
+    wait_for(
+        lambda: tablet.master_view().get(follower) in ("FOLLOWER", "LEADER"),
+        what="the master's view of the voter",
+        timeout_s=60,
+    )
     again = nyala_cli("tablet", "change-config", "change-replica-type", masters, tablet.id, follower, "VOTER")
     assert again.exit_code == 1
     assert "changes nothing" in again.output
@@ -226,7 +220,7 @@ def test_run_leader_election_on_a_follower(cluster: MiniCluster, client: Client)
     assert tablet.call(leader, services.RUN_LEADER_ELECTION, request).already_leader
     request = cpb.RunLeaderElectionRequestPB(dest_uuid=follower, tablet_id=tablet.id)
     assert not tablet.call(follower, services.RUN_LEADER_ELECTION, request).already_leader
-    eventually(lambda: tablet.leader() == follower or None, "the follower's election")
+    wait_for(lambda: tablet.leader() == follower or None, what="the follower's election", timeout_s=60)
 
 
 def test_add_replica_puts_a_non_voter_in_the_config(cluster: MiniCluster, client: Client) -> None:
@@ -238,7 +232,11 @@ def test_add_replica_puts_a_non_voter_in_the_config(cluster: MiniCluster, client
     out = ok(nyala_cli("tablet", "change_config", "add_replica", masters, tablet.id, newcomer, "NON_VOTER"))
     assert f"added {newcomer}" in out.stdout
     assert tablet.config()[newcomer] == "NON_VOTER"
-    eventually(lambda: tablet.master_view().get(newcomer) == "LEARNER", "the master's view of the new learner")
+    wait_for(
+        lambda: tablet.master_view().get(newcomer) == "LEARNER",
+        what="the master's view of the new learner",
+        timeout_s=60,
+    )
     progress = {p.permanent_uuid: p for p in tablet.committed().peers}
     assert set(progress) == set(tablet.config()) - {tablet.leader()}
     ok(nyala_cli("tablet", "change-config", "remove-replica", masters, tablet.id, newcomer))
@@ -303,7 +301,7 @@ def test_bad_requests_are_refused_clearly_and_change_nothing(cluster: MiniCluste
         change(cpb.REMOVE_PEER, leader)
     assert refused.value.leader_hint in {follower, *tablet.config()} - {leader}
     assert "cannot remove or demote itself" in str(refused.value)
-    eventually(lambda: tablet.leader() != leader or None, "the hand-over")
+    wait_for(lambda: tablet.leader() != leader or None, what="the hand-over", timeout_s=60)
     assert members(tablet.committed()) == members(before)
     assert tablet.committed().committed_config.opid_index == index
 
@@ -362,7 +360,7 @@ def test_move_replica_to_a_server_that_still_holds_the_tablet(cluster: MiniClust
     assert tablet.config() == {u: "VOTER" for u in stays | {spare}}
     again = ok(nyala_cli("tablet", "move-replica", masters, tablet.id, source, spare, "--format", "json"))
     assert json.loads(again.stdout)["steps"] == []  # a re-run finds the move done
-    eventually(lambda: set(tablet.master_view()) == set(tablet.config()), "the master's locations")
+    wait_for(lambda: set(tablet.master_view()) == set(tablet.config()), what="the master's locations", timeout_s=60)
     assert tablet.table.count(read_mode=ReadMode.READ_YOUR_WRITES) == 200
 
 
@@ -403,7 +401,7 @@ def test_remote_replica_list_and_unsafe_change_config(cluster: MiniCluster, clie
             peers = [p.permanent_uuid for p in state.committed_config.peers]
             return state.role == common_pb2.LEADER and peers == [survivor]
 
-        eventually(leads_alone, "the survivor to lead a config of one")
+        wait_for(leads_alone, what="the survivor to lead a config of one", timeout_s=60)
         assert tablet.state(survivor).committed_config.unsafe_config_change
         assert tablet.table.insert([{"id": 1000, "v": "after"}]) == []
         assert tablet.table.count(read_mode=ReadMode.READ_YOUR_WRITES) == 51

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger
 from nyala.services import GET_CONSENSUS_STATE, LIST_TABLETS
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
+from nyala.testing.wait import wait_for
 from nyala.tools.cli import main
 
 pytestmark = pytest.mark.timeout(240)
@@ -45,17 +45,6 @@ def listed(data_dir: Path) -> dict[str, dict[str, Any]]:
     return {r["tablet_id"]: r for r in rows}
 
 
-def eventually(probe: Callable[[], T | None], what: str, within_s: float = 60.0) -> T:
-    deadline = time.monotonic() + within_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {within_s} s")
-        time.sleep(0.05)
-
-
 def rpc(server: ClusterServer, method: Any, request: Any) -> Any:
     async def call() -> Any:
         messenger = Messenger()
@@ -77,7 +66,11 @@ def test_local_replica_on_a_stopped_tablet_server(cluster: MiniCluster) -> None:
     tserver = cluster.tservers[0]
     data_dir = tserver.data_dir
     with nyala.connect(cluster.master_addresses_flag, timeout_s=60) as client:
-        eventually(lambda: True if any(s.live for s in client.list_tablet_servers()) else None, "a live tserver")
+        wait_for(
+            lambda: True if any(s.live for s in client.list_tablet_servers()) else None,
+            what="a live tserver",
+            timeout_s=60,
+        )
         table = client.create_table("t", SCHEMA, Partitioning().add_hash_partitions("id", 2), num_replicas=1)
         assert table.insert([{"id": i, "v": f"v{i}"} for i in range(100)]) == []
         tablet_a, tablet_b = sorted(t.tablet_id for t in table.tablets())
@@ -167,7 +160,7 @@ def test_local_replica_on_a_stopped_tablet_server(cluster: MiniCluster) -> None:
             return None
         return states[0] if states and states[0].leader_uuid == uuid else None
 
-    state = eventually(leading, f"tablet {tablet_b} to elect a leader")
+    state = wait_for(leading, what=f"tablet {tablet_b} to elect a leader", timeout_s=60)
     assert state.current_term > term + 50
     assert [p.permanent_uuid for p in state.committed_config.peers] == [uuid]
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from nyala.rpc.loop import run
 from nyala.services import GET_TABLET_SERVER_STATUS
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ServerProcess
+from nyala.testing.wait import wait_for
 from nyala.tools.cli import main
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,16 +52,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
 @pytest.fixture(scope="module")
 def client(cluster: MiniCluster) -> Iterator[Client]:
     with nyala.connect(cluster.master_addresses_flag, timeout_s=60) as c:
-        wait_for(lambda: sum(s.live for s in c.list_tablet_servers()) == 6, "six live tablet servers")
+        wait_for(lambda: sum(s.live for s in c.list_tablet_servers()) == 6, what="six live tablet servers")
         yield c
-
-
-def wait_for(condition: Callable[[], bool], what: str, within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {within_s} s")
-        time.sleep(0.05)
 
 
 def rows(start: int, stop: int) -> list[dict[str, Any]]:
@@ -153,7 +145,9 @@ def test_a_failing_mapping_refuses_registration_until_it_is_fixed(cluster: MiniC
     master_log = cluster.masters[0].process.log_path
     stranger.start()
     try:
-        wait_for(lambda: f"at {host}: location mapping command" in master_log.read_text(), "the refusal in the log")
+        wait_for(
+            lambda: f"at {host}: location mapping command" in master_log.read_text(), what="the refusal in the log"
+        )
         reason = next(line for line in master_log.read_text().splitlines() if f"at {host}: location" in line)
         assert "refused the registration of tablet server" in reason
         assert f"exited with status 1: no location for host {host}" in reason
@@ -165,13 +159,13 @@ def test_a_failing_mapping_refuses_registration_until_it_is_fixed(cluster: MiniC
                 s.rpc_addresses == (f"{host}:7050",) and s.location == "/dc1/rack1"
                 for s in client.list_tablet_servers()
             ),
-            "registration once the mapping works",
+            what="registration once the mapping works",
         )
     finally:
         stranger.stop()
     wait_for(
         lambda: all(s.live == (s.rpc_addresses != (f"{host}:7050",)) for s in client.list_tablet_servers()),
-        "the stopped server to be dead to the master",
+        what="the stopped server to be dead to the master",
     )
 
 
@@ -202,7 +196,7 @@ def test_losing_a_whole_location_keeps_every_tablet_readable_and_writable(cluste
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        wait_for(lambda: len(acknowledged) >= 2000 or not thread.is_alive(), "writes before the loss")
+        wait_for(lambda: len(acknowledged) >= 2000 or not thread.is_alive(), what="writes before the loss")
         for server in lost:
             cluster.kill(server)
         killed.set()
@@ -215,7 +209,7 @@ def test_losing_a_whole_location_keeps_every_tablet_readable_and_writable(cluste
             leaders = [t.leader for t in table.tablets()]
             return all(leader is not None and leader.address not in lost_addresses for leader in leaders)
 
-        wait_for(every_tablet_has_a_surviving_leader, "a new leader for every tablet")
+        wait_for(every_tablet_has_a_surviving_leader, what="a new leader for every tablet")
         stored = set(table.to_arrow(["id"]).column("id").to_pylist())
         assert set(acknowledged) <= stored  # no acknowledged row lost
         near = table.count(replica_selection=ReplicaSelection.CLOSEST_REPLICA, read_mode=ReadMode.READ_YOUR_WRITES)

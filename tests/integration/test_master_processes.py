@@ -34,6 +34,7 @@ from nyala.services import (
     LIST_TABLET_SERVERS,
 )
 from nyala.testing.process import ServerProcess
+from nyala.testing.wait import wait_for_async
 from tests.unit.master.fake_tserver import FakeTabletServer
 from tests.unit.master.helpers import create_request
 
@@ -100,21 +101,19 @@ class MasterProcesses:
     async def leader(self, among: Sequence[int] | None = None, within_s: float = 30.0) -> int:
         """The index of the ready leader, once every master in ``among`` agrees on its address."""
         among = list(range(len(self.procs))) if among is None else list(among)
-        async with asyncio.timeout(within_s):
-            while True:
-                answers: list[mpb.ConnectToMasterResponsePB | None] = []
-                for i in among:
-                    try:
-                        answers.append(await self.call(i, CONNECT_TO_MASTER, mpb.ConnectToMasterRequestPB(), 1.0))
-                    except errors.NyalaError:
-                        answers.append(None)
-                leaders = [
-                    i for i, a in zip(among, answers, strict=True) if a is not None and a.role == common_pb2.LEADER
-                ]
-                hints = {a.leader_address for a in answers if a is not None}
-                if len(leaders) == 1 and hints == {self.addresses[leaders[0]]}:
-                    return leaders[0]
-                await asyncio.sleep(0.05)
+
+        async def agreed_leader() -> int | None:
+            answers: list[mpb.ConnectToMasterResponsePB | None] = []
+            for i in among:
+                try:
+                    answers.append(await self.call(i, CONNECT_TO_MASTER, mpb.ConnectToMasterRequestPB(), 1.0))
+                except errors.NyalaError:
+                    answers.append(None)
+            leaders = [i for i, a in zip(among, answers, strict=True) if a is not None and a.role == common_pb2.LEADER]
+            hints = {a.leader_address for a in answers if a is not None}
+            return leaders[0] if len(leaders) == 1 and hints == {self.addresses[leaders[0]]} else None
+
+        return await wait_for_async(agreed_leader, what=f"one leader that masters {among} agree on", timeout_s=within_s)
 
 
 @contextlib.asynccontextmanager
@@ -142,12 +141,6 @@ async def fake_tservers(addresses: Sequence[str], n: int) -> AsyncIterator[list[
             await ts.stop()
 
 
-async def until(condition: Any, within_s: float = 20.0) -> None:
-    async with asyncio.timeout(within_s):
-        while not await condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-
-
 async def registered(cluster: MasterProcesses, among: Sequence[int], tservers: Sequence[FakeTabletServer]) -> None:
     """Until every master in ``among`` lists every tablet server as live."""
     for i in among:
@@ -156,7 +149,7 @@ async def registered(cluster: MasterProcesses, among: Sequence[int], tservers: S
             servers = (await cluster.call(i, LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB())).servers
             return {s.instance.permanent_uuid for s in servers if s.live} == {t.uuid for t in tservers}
 
-        await until(known)
+        await wait_for_async(known, what=f"master {i} to list every tablet server as live", timeout_s=20)
 
 
 def ident(name: str) -> common_pb2.TableIdentifierPB:
@@ -222,7 +215,8 @@ def test_three_masters_elect_a_leader_and_survive_the_leaders_sigkill(tmp_path: 
                 ids = await cluster_ids()
                 return len(ids) == 1 and "" not in ids
 
-            await until(one_cluster_id)  # the leader wrote it; the followers applied it
+            # The leader wrote it; the followers applied it.
+            await wait_for_async(one_cluster_id, what="one cluster id on every master", timeout_s=20)
             cluster_id = await cluster_ids()
             async with fake_tservers(cluster.addresses, 3) as tservers:
                 # Every master knows every tablet server (they heartbeat to all masters).
@@ -232,7 +226,7 @@ def test_three_masters_elect_a_leader_and_survive_the_leaders_sigkill(tmp_path: 
                         servers = (await cluster.call(i, LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB())).servers
                         return {s.instance.permanent_uuid for s in servers if s.live} == {t.uuid for t in tservers}
 
-                    await until(registered)
+                    await wait_for_async(registered, what=f"master {i} to list every tablet server", timeout_s=20)
                 listed = await cluster.call(followers[0], LIST_MASTERS, mpb.ListMastersRequestPB())
                 roles = sorted(m.role for m in listed.masters)
                 assert roles == sorted([common_pb2.LEADER, common_pb2.FOLLOWER, common_pb2.FOLLOWER])
@@ -268,7 +262,7 @@ def test_three_masters_elect_a_leader_and_survive_the_leaders_sigkill(tmp_path: 
                 for i in range(3):
                     await cluster.wait_ready(i)
                 final = await cluster.leader()
-                await until(one_cluster_id)
+                await wait_for_async(one_cluster_id, what="one cluster id after the restart", timeout_s=20)
                 assert await cluster_ids() == cluster_id
                 assert await table_names(cluster, final) == ["t", "u"]
                 done = await cluster.call(final, GET_TABLE_LOCATIONS, mpb.GetTableLocationsRequestPB(table=ident("u")))

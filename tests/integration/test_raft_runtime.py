@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.rpc import Messenger, RpcServer
 from nyala.rpc.loop import run
 from nyala.services import DELIVER
+from nyala.testing.wait import wait_for_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,40 +97,42 @@ async def make_cluster(root: Path, n: int, groups: Sequence[str]) -> list[Server
 
 async def leader_of(servers: Sequence[Server], group: str, within_s: float = 20.0) -> RaftReplica:
     """The replica that leads ``group`` and accepts writes, once there is one."""
-    async with asyncio.timeout(within_s):
-        while True:
-            for s in servers:
-                replica = s.replicas.get(group)
-                if replica is not None and replica.role is Role.LEADER:
-                    try:
-                        await replica.read_index()  # only a RUNNING leader confirms reads
-                        return replica
-                    except errors.NyalaError:
-                        pass
-            await asyncio.sleep(TICK_MS / 1000)
+
+    async def running_leader() -> RaftReplica | None:
+        for s in servers:
+            replica = s.replicas.get(group)
+            if replica is not None and replica.role is Role.LEADER:
+                try:
+                    await replica.read_index()  # only a RUNNING leader confirms reads
+                    return replica
+                except errors.NyalaError:
+                    pass
+        return None
+
+    return await wait_for_async(running_leader, what=f"a running leader of {group}", timeout_s=within_s)
 
 
 async def replicate(servers: Sequence[Server], group: str, payload: bytes) -> int:
     """Write through whoever leads, retrying as a client would; returns the entry's index."""
-    async with asyncio.timeout(30):
-        while True:
-            leader = await leader_of(servers, group)
-            try:
-                result: int = await leader.replicate(payload)
-                return result
-            except (errors.NotTheLeader, errors.ServiceUnavailable, errors.Aborted):
-                await asyncio.sleep(TICK_MS / 1000)
 
+    async def replicated() -> int:
+        leader = await leader_of(servers, group)
+        result: int = await leader.replicate(payload)
+        return result
 
-async def eventually(condition: Callable[[], bool], within_s: float = 30.0) -> None:
-    """Poll until ``condition`` holds: replicas change state from their own drive loops."""
-    async with asyncio.timeout(within_s):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(TICK_MS / 1000)
+    return await wait_for_async(
+        replicated,
+        what=f"{payload!r} replicated in {group}",
+        timeout_s=30,
+        retry_on=(errors.NotTheLeader, errors.ServiceUnavailable, errors.Aborted),
+    )
 
 
 async def applied_everywhere(servers: Sequence[Server], group: str, count: int) -> None:
-    await eventually(lambda: all(len(s.machines[group].applied) >= count for s in servers if group in s.replicas))
+    await wait_for_async(
+        lambda: all(len(s.machines[group].applied) >= count for s in servers if group in s.replicas),
+        what=f"{count} entries of {group} applied everywhere",
+    )
 
 
 async def stop_all(servers: Sequence[Server]) -> None:
@@ -175,7 +178,7 @@ def test_a_follower_refuses_writes_and_names_the_leader(tmp_path: Path) -> None:
         try:
             leader = await leader_of(servers, "t1")
             follower = next(s.replicas["t1"] for s in servers if s.uuid != leader.peer_id)
-            await eventually(lambda: follower.leader_id == leader.peer_id)
+            await wait_for_async(lambda: follower.leader_id == leader.peer_id, what="the follower to know the leader")
             with pytest.raises(errors.NotTheLeader) as caught:
                 await follower.replicate(b"x")
             assert caught.value.leader_hint == leader.peer_id
@@ -248,7 +251,7 @@ def test_a_replica_restarted_alone_applies_what_it_knew_committed(tmp_path: Path
             alone = servers[0]  # no quorum, so no leader: only its own metadata says what is committed
             await alone.start(ports[0])
             await alone.add("t1", None, {s.uuid: s.address for s in servers[1:]})
-            await eventually(lambda: len(alone.machines["t1"].applied) >= 20)
+            await wait_for_async(lambda: len(alone.machines["t1"].applied) >= 20, what="20 entries applied alone")
             assert [p for _, p in alone.machines["t1"].applied][-20:] == [f"r-{i}".encode() for i in range(20)]
             assert alone.replicas["t1"].role is not Role.LEADER
         finally:
@@ -265,16 +268,28 @@ def test_heartbeats_of_many_groups_share_one_call_per_peer_and_interval(tmp_path
             for group in groups:
                 await leader_of(servers, group)
             before = [(s.transport.delivers_sent, s.transport.messages_sent) for s in servers]
-            idle_s = 1.0
-            await asyncio.sleep(idle_s)  # idle on purpose: only heartbeats and their answers flow
-            calls = sum(s.transport.delivers_sent - b[0] for s, b in zip(servers, before, strict=True))
-            messages = sum(s.transport.messages_sent - b[1] for s, b in zip(servers, before, strict=True))
-            intervals = idle_s / (OPTIONS.raft.raft_heartbeat_interval_ms / 1000)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             directed_pairs = 3 * 2
+            interval_s = OPTIONS.raft.raft_heartbeat_interval_ms / 1000
+
+            def calls_so_far() -> int:
+                return sum(s.transport.delivers_sent - b[0] for s, b in zip(servers, before, strict=True))
+
+            # Idle on purpose: only heartbeats and their answers flow.  Wait for about five
+            # intervals' worth of coalesced calls, then hold the count against the time it took:
+            # a call per group instead (24 times as many) would get there within one interval.
+            await wait_for_async(
+                lambda: calls_so_far() >= 2 * directed_pairs * 5, what="five intervals of heartbeat calls"
+            )
+            elapsed_s = loop.time() - started
+            calls = calls_so_far()
+            messages = sum(s.transport.messages_sent - b[1] for s, b in zip(servers, before, strict=True))
+            intervals = elapsed_s / interval_s
             # Per interval and directed pair: one call of heartbeats and one of answers, whatever
             # the number of groups (Kudu's coalesced multi-Raft heartbeats).  Slack for ticks
             # that slip on a loaded machine.
-            assert calls <= 2 * directed_pairs * (intervals + 1) * 1.5, f"{calls} calls in {idle_s} s"
+            assert calls <= 2 * directed_pairs * (intervals + 1) * 1.5, f"{calls} calls in {elapsed_s:.2f} s"
             assert messages / calls >= 6, f"{messages} messages in {calls} calls"
         finally:
             await stop_all(servers)

@@ -38,8 +38,9 @@ from nyala.services import (
     SCAN,
     WRITE,
 )
+from nyala.testing.wait import wait_for
 
-from .test_tserver_kit import SCHEMA, Cluster, Heartbeat, create_request, eventually, insert_ops
+from .tserver_kit import SCHEMA, Cluster, Heartbeat, create_request, insert_ops
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -99,7 +100,7 @@ def follower_of(cluster: Cluster, tablet_id: str) -> tuple[int, int]:
     leader = cluster.driver.leader(tablet_id)
     follower = (leader + 1) % 3
     uuid = cluster.servers.uuids[leader]
-    eventually(lambda: cluster.driver.consensus(follower, tablet_id).leader_uuid == uuid or None, 10, "the leader")
+    wait_for(lambda: cluster.driver.consensus(follower, tablet_id).leader_uuid == uuid, what="the leader", timeout_s=10)
     return leader, follower
 
 
@@ -122,7 +123,7 @@ def test_replicas_elect_a_leader_with_addresses_learned_from_the_master(cluster:
         states = [cluster.driver.consensus(i, main_tablet) for i in range(3)]
         return states if {s.leader_uuid for s in states} == {cluster.servers.uuids[leader]} else None
 
-    states = eventually(all_know_the_leader, 10, "every replica to know the leader")
+    states = wait_for(all_know_the_leader, what="every replica to know the leader", timeout_s=10)
     assert sorted(p.permanent_uuid for p in states[0].committed_config.peers) == sorted(cluster.servers.uuids)
 
 
@@ -135,7 +136,7 @@ def test_reports_are_full_on_first_contact_then_incremental(cluster: Cluster, ma
             later = [t.tablet_id for h in beats[2:] for t in h.request.tablet_report.updated_tablets]
             return beats if main_tablet in later else None
 
-        heartbeats = eventually(main_tablet_reported, 10, "an incremental report of the main tablet")
+        heartbeats = wait_for(main_tablet_reported, what="an incremental report of the main tablet", timeout_s=10)
         first = heartbeats[0].request
         assert first.HasField("registration")
         assert not first.tablet_report.is_incremental
@@ -150,7 +151,7 @@ def test_reports_are_full_on_first_contact_then_incremental(cluster: Cluster, ma
         ok = report is not None and report.consensus_state.role == common_pb2.LEADER
         return True if ok else None
 
-    eventually(leader_reported, 10, "the leader's report")
+    wait_for(leader_reported, what="the leader's report", timeout_s=10)
     report = cluster.latest(leader, main_tablet)
     assert report is not None
     assert (report.state, report.schema_version) == (tpb.RUNNING, 0)
@@ -177,7 +178,7 @@ def test_a_leader_change_is_reported_at_once(cluster: Cluster, main_tablet: str)
                     return n
         return None
 
-    n = eventually(new_leader_heartbeat, 15, "the new leader's report")
+    n = wait_for(new_leader_heartbeat, what="the new leader's report", timeout_s=15)
     assert cluster.driver.leader(main_tablet) == new
     heartbeats = cluster.reports(new_uuid)
     # A regular heartbeat comes a full interval after the one before; this one did not wait.
@@ -249,7 +250,7 @@ def test_a_retried_write_is_applied_once_even_after_a_leader_change(cluster: Clu
         LEADER_STEP_DOWN,
         cpb.LeaderStepDownRequestPB(tablet_id=main_tablet, new_leader_uuid=cluster.servers.uuids[new]),
     )
-    eventually(lambda: d.leader(main_tablet) == new or None, 15, "the new leader")
+    wait_for(lambda: d.leader(main_tablet) == new, what="the new leader", timeout_s=15)
     assert d.write(main_tablet, rows, request_id=first_id) == first
     # The same rows as a NEW write are a second insert of existing keys.
     second_id = tpb.RequestIdPB(client_id="retrying-client", seq_no=2, first_incomplete_seq_no=1)
@@ -496,13 +497,13 @@ def test_alter_schema_is_replicated_and_seen_by_every_replica(cluster: Cluster) 
                 return None
             return table if table.num_rows == 4 else None
 
-        table = eventually(scanned, 15, f"replica {i} to apply the schema changes")
+        table = wait_for(scanned, what=f"replica {i} to apply the schema changes", timeout_s=15)
         assert table.column_names == ["id", "value", "extra"]
         assert table.to_pylist()[0] == {"id": 1, "value": 1.0, "extra": 7}
-        report = eventually(
+        report = wait_for(
             lambda i=i: r if (r := cluster.latest(uuids[i], "altered")) and r.schema_version == 3 else None,  # type: ignore[misc]
-            15,
-            f"replica {i} to report schema version 3",
+            what=f"replica {i} to report schema version 3",
+            timeout_s=15,
         )
         assert report.schema_version == 3
 
@@ -530,10 +531,10 @@ def test_delete_tablet_leaves_tombstones_and_is_idempotent(cluster: Cluster) -> 
         assert {t.tablet_id: t.state for t in listed.tablets}["doomed"] == tpb.TOMBSTONED
         with pytest.raises(errors.NotFound, match="tombstoned"):
             d.scan(i, tpb.NewScanRequestPB(tablet_id="doomed"))
-        report = eventually(
+        report = wait_for(
             lambda i=i: r if (r := cluster.latest(uuids[i], "doomed")) and r.state == tpb.TOMBSTONED else None,  # type: ignore[misc]
-            15,
-            "a tombstone report",
+            what="a tombstone report",
+            timeout_s=15,
         )
         assert report.consensus_state.committed_config.peers
     leader = create_everywhere(cluster, "doomed")  # a tombstone is replaced by a new replica

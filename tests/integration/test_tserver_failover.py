@@ -13,8 +13,9 @@ from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.services import CREATE_TABLET, WRITE
+from nyala.testing.wait import wait_for
 
-from .test_tserver_kit import Cluster, Driver, create_request, eventually, insert_ops
+from .tserver_kit import Cluster, Driver, create_request, insert_ops
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -80,13 +81,13 @@ def all_ids(d: Driver, i: int, min_applied_index: int) -> set[int]:
         except (errors.ServiceUnavailable, errors.TimedOut, errors.NetworkError, errors.NotFound):
             return None
 
-    ids = eventually(scan, 60, f"replica {i} to serve a scan at index {min_applied_index}")
+    ids = wait_for(scan, what=f"replica {i} to serve a scan at index {min_applied_index}", timeout_s=60)
     assert len(ids) == len(set(ids))
     return set(ids)
 
 
 def wait_batches(writer: Writer, count: int, within_s: float) -> None:
-    eventually(lambda: True if writer.batches >= count else None, within_s, f"{count} acknowledged batches")
+    wait_for(lambda: writer.batches >= count, what=f"{count} acknowledged batches", timeout_s=within_s)
 
 
 def test_a_killed_leader_loses_no_acknowledged_write_and_restarts_cleanly(tmp_path: Path) -> None:

@@ -3,6 +3,11 @@
 Spark starts its Python workers with this interpreter (PYSPARK_PYTHON), whose environment
 has Nyala installed; the ``nyala`` format is found through ``pyspark_nyala`` without
 registration.  Filter pushdown is on unless a test turns it off.
+
+The session is shared but a failure is not: a test cut short in the middle of a call into the
+JVM (a timeout) leaves the next test a working session (see ``shared_session.py``).  Tests
+take ``spark``, checked before each test; a module-scoped fixture takes ``shared_spark`` and
+calls ``session()``.
 """
 
 from __future__ import annotations
@@ -18,20 +23,28 @@ from pyspark.sql import SparkSession
 
 import nyala
 from nyala.client import Client
-from nyala.spark import PUSHDOWN_CONF, local_session
+from nyala.spark import PUSHDOWN_CONF
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
+from tests.spark.shared_session import SharedSpark
 
 PUSHDOWN = PUSHDOWN_CONF
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def shared_spark() -> Iterator[SharedSpark]:
     # Failing tasks are expected in these tests; their stack traces are noise.
-    session = local_session("nyala-spark-tests", log_level="FATAL")
+    shared = SharedSpark("nyala-spark-tests", log_level="FATAL")
     try:
-        yield session
+        yield shared
     finally:
-        session.stop()
+        shared.stop()
+
+
+@pytest.fixture
+def spark(shared_spark: SharedSpark) -> Iterator[SparkSession]:
+    """The shared session, answering (a new one if the JVM stopped answering)."""
+    yield shared_spark.session()
+    shared_spark.after_test()
 
 
 @pytest.fixture(scope="session")

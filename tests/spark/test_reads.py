@@ -14,6 +14,7 @@ from nyala.client import Client, Partitioning
 from nyala.spark import create_table, insert_rows, register
 
 from .conftest import PUSHDOWN
+from .shared_session import SharedSpark
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -45,7 +46,8 @@ def metric(i: int) -> tuple[Any, ...]:
 
 
 @pytest.fixture(scope="module")
-def metrics(spark: SparkSession, client: Client, master: str) -> Iterator[str]:
+def metrics(shared_spark: SharedSpark, client: Client, master: str) -> Iterator[str]:
+    spark = shared_spark.session()
     partitioning = (
         Partitioning()
         .add_hash_partitions("host", 4)

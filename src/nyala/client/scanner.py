@@ -217,6 +217,12 @@ class AsyncScanner:
         for scan in list(self._open):
             self._finish(scan)
 
+    async def __aenter__(self) -> AsyncScanner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     def _check_open(self) -> None:
         if self._closed:
             raise InvalidArgument("the scanner is closed")

@@ -379,12 +379,32 @@ class Session:
         self.aio = session
 
     @property
+    def table_name(self) -> str:
+        return self.aio.table_name
+
+    @property
     def flush_mode(self) -> FlushMode:
         return self.aio.flush_mode
 
     @property
+    def buffer_bytes(self) -> int:
+        return self.aio.buffer_bytes
+
+    @property
+    def timeout_s(self) -> float:
+        return self.aio.timeout_s
+
+    @property
     def dropped_errors(self) -> int:
         return self.aio.dropped_errors
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self.aio.buffered_bytes
+
+    @property
+    def closed(self) -> bool:
+        return self.aio.closed
 
     def apply(self, *operations: Operation) -> list[RowError]:
         return self._client.run(self.aio.apply(*operations))
@@ -452,6 +472,10 @@ class Scanner:
         return self.aio.schema
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.batches()
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """Every matching row as RecordBatches, tablet after tablet."""
         batches = self.aio.batches()
         try:
             while True:

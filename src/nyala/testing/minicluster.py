@@ -17,7 +17,9 @@ other host is refused by the script (exit status 1).  :meth:`MiniCluster.tserver
 location's servers (to kill a whole location).
 
 Always use it as a context manager (or call :meth:`stop`): every process it started is
-stopped by PID, even when a test fails.
+stopped by PID, even when a test fails.  Its servers also die with the process that started
+them when that process is killed outright (the lifeline of :mod:`nyala.testing.process`),
+except a ``detached`` cluster's, which ``nyala local-cluster`` leaves running on purpose.
 """
 
 from __future__ import annotations

@@ -5,6 +5,15 @@ signals reach it and nothing else. Its output goes to a log file whose tail is q
 the process fails to start. Every process started here is recorded in a module-level
 registry by PID, and :func:`kill_all` (called by fixtures and at interpreter exit) kills
 whatever is still running, so a failing test never leaves servers behind.
+
+A process killed outright (SIGKILL, or SIGTERM's default action) runs no exit handler, so
+owned processes are also tied to this one by a *lifeline* (:mod:`nyala.server.lifeline`):
+each gets the read end of a pipe whose write end this process alone keeps open, named in
+``NYALA_LIFELINE_FD``; servers watch it and ask the kernel for SIGKILL when their parent
+dies.  Owned processes are forked from one daemon thread that lives as long as this process,
+because Linux delivers that signal when the forking *thread* ends, and a server started from
+a short-lived worker thread would otherwise die with the thread.  Processes made with
+``owned=False`` (the local cluster's) get no lifeline and live on.
 """
 
 from __future__ import annotations
@@ -14,9 +23,15 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
+from queue import SimpleQueue
+
+from nyala.server.lifeline import LIFELINE_ENV
+from nyala.testing.wait import WaitTimeout, wait_for
 
 __all__ = ["ProcessError", "ServerProcess", "kill_all", "pid_alive", "running_pids", "stop_pid"]
 
@@ -63,24 +78,35 @@ class ServerProcess:
             log.write(f"\n=== {time.strftime('%H:%M:%S')} starting: {' '.join(self.argv)}\n".encode())
             log.flush()
             env = {**os.environ, **(self.env or {})}
-            self._proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,
-            )  # fmt: skip
+            env.pop(LIFELINE_ENV, None)  # never one inherited from whoever started this process
+            if self.owned:
+                lifeline = _Lifeline.of_this_process()
+                env[LIFELINE_ENV] = str(lifeline.read_fd)
+                self._proc = lifeline.spawn(lambda: subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True, pass_fds=(lifeline.read_fd,),
+                ))  # fmt: skip
+            else:
+                self._proc = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                    start_new_session=True,
+                )  # fmt: skip
         self.paused = False
         if self.owned:
             _LIVE[self._proc.pid] = self
 
     def wait_ready(self, is_ready: Callable[[], bool], timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
         """Poll ``is_ready`` until it is true; fail with the log's tail if the process exits or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             if not self.running:
                 raise ProcessError(f"{self.name} exited with code {self.returncode}:\n{self.log_tail()}")
-            if is_ready():
-                return
-            time.sleep(poll_s)
-        raise ProcessError(f"{self.name} was not ready within {timeout_s:.0f} s:\n{self.log_tail()}")
+            return is_ready()
+
+        try:
+            wait_for(ready, what=f"{self.name} to be ready", timeout_s=timeout_s, interval_s=poll_s)
+        except WaitTimeout:
+            raise ProcessError(f"{self.name} was not ready within {timeout_s:.0f} s:\n{self.log_tail()}") from None
 
     def kill(self) -> None:
         """SIGKILL (kill -9) and reap; nothing is flushed, as in a crash."""
@@ -105,11 +131,16 @@ class ServerProcess:
         """
         self._send(signal.SIGSTOP)
         self.paused = True
-        deadline = time.monotonic() + timeout_s
-        while _process_state(self._proc.pid if self._proc else -1) not in {"T", "t", "Z", "X", ""}:
-            if time.monotonic() > deadline:
-                raise ProcessError(f"{self.name} did not stop within {timeout_s} s of SIGSTOP")
-            time.sleep(0.001)
+        pid = self._proc.pid if self._proc else -1
+        try:
+            wait_for(
+                lambda: _process_state(pid) in {"T", "t", "Z", "X", ""},
+                what=f"{self.name} to stop on SIGSTOP",
+                timeout_s=timeout_s,
+                interval_s=0.001,
+            )
+        except WaitTimeout:
+            raise ProcessError(f"{self.name} did not stop within {timeout_s} s of SIGSTOP") from None
 
     def resume(self) -> None:
         self._send(signal.SIGCONT)
@@ -150,6 +181,58 @@ class ServerProcess:
             _LIVE.pop(self._proc.pid, None)
 
 
+#: A function starting a child, and the future it hands the child to.
+_SpawnRequest = tuple[Callable[[], "subprocess.Popen[bytes]"], "Future[subprocess.Popen[bytes]]"]
+
+
+class _Lifeline:
+    """This process's lifeline pipe and the one thread that forks its owned processes."""
+
+    _current: _Lifeline | None = None
+    _creating = threading.Lock()
+
+    def __init__(self) -> None:
+        # Both ends are close-on-exec: only the children given the read end (pass_fds) get it.
+        self.read_fd, self.write_fd = os.pipe()
+        self._requests: SimpleQueue[_SpawnRequest] = SimpleQueue()
+        threading.Thread(target=self._fork_on_request, name="nyala-spawner", daemon=True).start()
+
+    @classmethod
+    def of_this_process(cls) -> _Lifeline:
+        with cls._creating:
+            if cls._current is None:
+                cls._current = cls()
+            return cls._current
+
+    @classmethod
+    def forget_after_fork(cls) -> None:
+        """In a forked child: drop the parent's pipe (its copy of the write end would keep the
+        parent's servers alive) and its spawner (the thread does not exist here)."""
+        current, cls._current = cls._current, None
+        cls._creating = threading.Lock()
+        if current is not None:
+            for fd in (current.read_fd, current.write_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def spawn(self, popen: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """Run ``popen`` on the spawner thread and return the child it started."""
+        future: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((popen, future))
+        return future.result()
+
+    def _fork_on_request(self) -> None:
+        while True:
+            popen, future = self._requests.get()
+            try:
+                future.set_result(popen())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+os.register_at_fork(after_in_child=_Lifeline.forget_after_fork)
+
+
 def _process_state(pid: int) -> str:
     """The kernel's one-letter state of a process (Linux /proc), or "" when it is gone."""
     try:
@@ -174,13 +257,11 @@ def stop_pid(pid: int, timeout_s: float = 20.0) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)  # a paused process cannot act on SIGTERM
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
+    try:
+        wait_for(lambda: not pid_alive(pid), what=f"pid {pid} to exit on SIGTERM", timeout_s=timeout_s)
+    except WaitTimeout:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     return True
 
 

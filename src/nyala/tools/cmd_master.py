@@ -13,6 +13,7 @@ from nyala.errors import NyalaError
 from nyala.master import Master, MasterOptions
 from nyala.rpc.loop import run
 from nyala.server import ServerOptions
+from nyala.server.lifeline import hold_lifeline
 
 __all__ = ["master"]
 
@@ -86,6 +87,7 @@ def start(
     log_level: str,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
+    hold_lifeline()  # a test kit's master dies with the test process
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
     try:
         options = MasterOptions(

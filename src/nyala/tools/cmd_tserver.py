@@ -10,6 +10,7 @@ from nyala.common.hostport import parse_address_list
 from nyala.consensus.core import RaftOptions
 from nyala.errors import NyalaError
 from nyala.rpc.loop import run
+from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
@@ -70,6 +71,7 @@ def start(
     log_level: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
+    hold_lifeline()  # a test kit's tablet server dies with the test process
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         options = TabletServerOptions(

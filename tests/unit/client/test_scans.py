@@ -259,3 +259,22 @@ def test_tablets_still_being_created_are_waited_for_not_skipped(cluster: FakeClu
     table.refresh()
     with pytest.raises(TimedOut, match="no location yet"):
         table.count(timeout_s=0.3)
+
+
+def test_scanners_give_batches_and_close_as_context_managers_sync_and_async(client: Client) -> None:
+    table = client.create_table("ctx", kv_schema(), hashed(2))
+    table.insert(rows(0, 50))
+    with table.scanner(["id"]) as scanner:
+        ids = sorted(i for batch in scanner.batches() for i in batch.column("id").to_pylist())
+    assert ids == list(range(50))
+    with pytest.raises(InvalidArgument, match="the scanner is closed"):
+        scanner.to_arrow()
+
+    async def on_the_loop() -> list[int]:
+        async with table.aio.scanner(["id"]) as aio_scanner:
+            found = [i async for batch in aio_scanner for i in batch.column("id").to_pylist()]
+        with pytest.raises(InvalidArgument, match="the scanner is closed"):
+            await aio_scanner.count()
+        return sorted(found)
+
+    assert client.run(on_the_loop()) == list(range(50))

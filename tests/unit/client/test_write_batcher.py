@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -17,6 +16,7 @@ from nyala.client.write_batcher import SMALL_WRITE_BYTES, WriteBatcher, WriteOut
 from nyala.errors import AlreadyPresent, IllegalState, NetworkError, NyalaError
 from nyala.rpc.loop import run
 from nyala.schema import OpType, Partition, RowFailure
+from nyala.testing.wait import wait_for_async
 
 from .helpers import kv_schema
 
@@ -129,16 +129,6 @@ class Gate(Recorder):
         return outcome
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the loop run until ``condition`` holds: the batcher and the Gate share one loop, so
-    this waits for callbacks, never for time."""
-    for _ in range(1_000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
-
-
 def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_together() -> None:
     gate = Gate()
     batcher = WriteBatcher(gate, 1 << 20)
@@ -146,10 +136,11 @@ def test_small_batches_for_a_tablet_with_a_write_in_flight_wait_for_it_and_go_to
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
-        await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent at once")
         later = [asyncio.ensure_future(batcher.write(TABLE, P0, batch(i), deadline)) for i in (2, 3)]
         other = asyncio.ensure_future(batcher.write(TABLE, P1, batch(4), deadline))
-        await until(lambda: len(gate.sent) == 2)  # 4 was sent in the same turn that held 2 and 3
+        # 4 was sent in the same turn that held 2 and 3.
+        await wait_for_async(lambda: len(gate.sent) == 2, what="a second write sent")
         assert gate.sent == [(b"\x00", [1]), (b"\x01", [4])]  # another tablet does not wait
         gate.opened.set()
         return list(await asyncio.gather(first, *later, other))
@@ -171,9 +162,9 @@ def test_callers_answered_by_a_write_that_write_again_go_with_the_held_batches()
     async def scenario() -> list[list[RowError]]:
         deadline = Deadline(10, "test")
         looping = asyncio.ensure_future(writer(deadline))
-        await until(lambda: len(gate.sent) == 1)
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent")
         held = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
-        await until(lambda: bool(batcher._held))
+        await wait_for_async(lambda: bool(batcher._held), what="a held batch")
         gate.opened.set()
         return list(await asyncio.gather(looping, held))
 
@@ -207,9 +198,9 @@ def test_a_large_batch_goes_at_once_beside_a_write_in_flight() -> None:
     async def scenario() -> None:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
-        await until(lambda: len(gate.sent) == 1)
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent")
         second = asyncio.ensure_future(batcher.write(TABLE, P0, large, deadline))
-        await until(lambda: len(gate.sent) == 2)
+        await wait_for_async(lambda: len(gate.sent) == 2, what="a second write sent")
         assert [len(ids) for _, ids in gate.sent] == [1, large.num_rows]
         gate.opened.set()
         await asyncio.gather(first, second)
@@ -223,7 +214,7 @@ def test_a_held_batch_whose_deadline_passes_times_out_unsent_and_does_not_cut_ot
 
     async def scenario() -> tuple[list[RowError], list[RowError]]:
         first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), Deadline(10, "test")))
-        await until(lambda: len(gate.sent) == 1)  # sent: nothing was in flight
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent at once")
         hurried = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), Deadline(0.05, "a short write")))
         patient = asyncio.ensure_future(batcher.write(TABLE, P0, batch(3), Deadline(10, "test")))
         errors = await asyncio.wait_for(hurried, 5)  # answered at its deadline, not when the gate opens
@@ -248,11 +239,12 @@ def test_a_large_batch_behind_a_small_one_it_cannot_join_is_not_held() -> None:
     async def scenario() -> None:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
-        await until(lambda: len(gate.sent) == 1)
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent")
         # Another column set: the small batch and the large one cannot go together.
         small = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2, with_v=False), deadline))
         big = asyncio.ensure_future(batcher.write(TABLE, P0, large, deadline))
-        await until(lambda: len(gate.sent) == 2)  # the large one went in the turn that held the small one
+        # The large one went in the turn that held the small one.
+        await wait_for_async(lambda: len(gate.sent) == 2, what="a second write sent")
         assert [ids[0] for _, ids in gate.sent] == [1, 10]
         gate.opened.set()
         await asyncio.gather(first, small, big)
@@ -268,9 +260,9 @@ def test_closing_fails_the_held_batches_and_refuses_new_ones() -> None:
     async def scenario() -> list[BaseException | list[RowError]]:
         deadline = Deadline(10, "test")
         first = asyncio.ensure_future(batcher.write(TABLE, P0, batch(1), deadline))
-        await until(lambda: len(gate.sent) == 1)
+        await wait_for_async(lambda: len(gate.sent) == 1, what="the first write sent")
         held = asyncio.ensure_future(batcher.write(TABLE, P0, batch(2), deadline))
-        await until(lambda: bool(batcher._held))
+        await wait_for_async(lambda: bool(batcher._held), what="a held batch")
         batcher.close(IllegalState("the client is closed"))
         gate.opened.set()
         after = batcher.write(TABLE, P0, batch(3), deadline)

@@ -236,15 +236,21 @@ def test_auto_flush_sync_returns_errors_per_call(client: Client) -> None:
 
 def test_manual_flush_buffers_until_flush_and_refuses_overflow(cluster: FakeCluster, client: Client) -> None:
     table = client.create_table("t", kv_schema(), hashed(2))
-    session = table.new_session(FlushMode.MANUAL_FLUSH, buffer_bytes=4000)
+    session = table.new_session(FlushMode.MANUAL_FLUSH, buffer_bytes=4000, timeout_s=9.0)
+    assert (session.table_name, session.buffer_bytes, session.timeout_s) == ("t", 4000, 9.0)
     assert session.insert(rows(0, 20)) == []
     assert cluster.all_rows("t") == {}
+    assert 0 < session.buffered_bytes <= 4000
     with pytest.raises(IllegalState, match="call flush"):
         session.insert(rows(20, 400))
     session.insert(rows(0, 1))  # a duplicate, reported by flush
     errors = session.flush()
     assert [e.row["id"] for e in errors] == [0]
     assert len(cluster.all_rows("t")) == 20
+    assert session.buffered_bytes == 0
+    assert not session.closed
+    assert session.close() == []
+    assert session.closed
 
 
 def test_background_flush_collects_errors_and_keeps_per_key_order(cluster: FakeCluster, client: Client) -> None:

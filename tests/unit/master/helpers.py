@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +17,7 @@ from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger, RpcMethod
 from nyala.schema import ColumnSchema, HashDimension, Partitioner, PartitionSchema, Schema
 from nyala.server import ServerOptions
+from nyala.testing.wait import wait_for_async
 
 from .fake_tserver import FakeTabletServer
 
@@ -35,16 +35,6 @@ def master_options(data_dir: Path, **overrides: Any) -> MasterOptions:
         tserver_warm_up_ms=1,  # tests wait for registrations themselves
     )
     return dataclasses.replace(options, **overrides)
-
-
-async def eventually(condition: Callable[[], bool], within_s: float = 20.0, what: str = "condition") -> None:
-    """Poll ``condition`` until it holds: masters change state from their own tasks."""
-    try:
-        async with asyncio.timeout(within_s):
-            while not condition():  # noqa: ASYNC110
-                await asyncio.sleep(TICK_MS / 1000)
-    except TimeoutError:
-        raise AssertionError(f"{what} did not happen within {within_s} s") from None
 
 
 @dataclasses.dataclass
@@ -79,10 +69,10 @@ async def cluster(data_dir: Path, num_tservers: int = 3, **overrides: Any) -> As
     await master.start()
     c = Cluster(master, [], Messenger())
     try:
-        await eventually(lambda: master.catalog_manager.leader_ready, what="leader readiness")
+        await wait_for_async(lambda: master.catalog_manager.leader_ready, what="leader readiness")
         for _ in range(num_tservers):
             await c.add_tserver()
-        await eventually(lambda: c.registered(num_tservers), what="tablet server registration")
+        await wait_for_async(lambda: c.registered(num_tservers), what="tablet server registration")
         yield c
     finally:
         for ts in c.tservers:

@@ -23,8 +23,9 @@ from nyala.services import (
     IS_CREATE_TABLE_DONE,
     LIST_TABLES,
 )
+from nyala.testing.wait import wait_for_async
 
-from .helpers import Cluster, cluster, create_request, eventually, range_step
+from .helpers import Cluster, cluster, create_request, range_step
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -237,10 +238,12 @@ def test_add_and_drop_range_partitions_create_and_delete_tablets(tmp_path: Path)
                 for r in ts.calls_of("delete")
                 if isinstance(r, tpb.DeleteTabletRequestPB)
             }
-            await eventually(
-                lambda: {r.tablet_id for ts in c.tservers for r in ts.calls_of("delete")} == old,  # type: ignore[attr-defined]
-                what="DeleteTablet of the dropped range",
-            )
+
+            def deleted_everywhere() -> bool:
+                calls = [r for ts in c.tservers for r in ts.calls_of("delete")]
+                return {r.tablet_id for r in calls if isinstance(r, tpb.DeleteTabletRequestPB)} == old
+
+            await wait_for_async(deleted_everywhere, what="DeleteTablet of the dropped range")
             assert deleted <= old
 
     run(main())

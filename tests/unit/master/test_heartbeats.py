@@ -20,9 +20,10 @@ from nyala.services import (
     LIST_TABLET_SERVERS,
     TS_HEARTBEAT,
 )
+from nyala.testing.wait import wait_for_async
 
 from .fake_tserver import FakeTabletServer
-from .helpers import cluster, create_request, eventually
+from .helpers import cluster, create_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,7 +50,7 @@ def test_unknown_tserver_is_asked_to_register_and_every_heartbeat_lists_tserver_
             # A restarted tablet server (higher instance) must register and report in full again.
             ts = c.tservers[0]
             ts.restart()
-            await eventually(lambda: ts.full_reports_sent == 2, what="full report after restart")
+            await wait_for_async(lambda: ts.full_reports_sent == 2, what="full report after restart")
             assert c.master.ts_manager.get(ts.uuid).instance_seqno == ts.instance_seqno  # type: ignore[union-attr]
 
     run(main())
@@ -103,7 +104,7 @@ def test_tablets_stay_creating_until_a_leader_is_reported_and_creation_is_retrie
             with pytest.raises(errors.ServiceUnavailable, match="is not running yet"):
                 await c.call(GET_TABLE_LOCATIONS, mpb.GetTableLocationsRequestPB(table=ident("t")))
             attempts = len(ts.calls_of("create"))
-            await eventually(lambda: len(ts.calls_of("create")) >= attempts + 2, what="CreateTablet retries")
+            await wait_for_async(lambda: len(ts.calls_of("create")) >= attempts + 2, what="CreateTablet retries")
             ts.fail_creates = False
 
             async def all_done() -> bool:
@@ -111,7 +112,7 @@ def test_tablets_stay_creating_until_a_leader_is_reported_and_creation_is_retrie
                 return r.done
 
             view = c.master.catalog_manager.leader()
-            await eventually(lambda: view.create_done(view.catalog.find_table(ident("t"))), what="tablets RUNNING")
+            await wait_for_async(lambda: view.create_done(view.catalog.find_table(ident("t"))), what="tablets RUNNING")
             assert await all_done()
 
     run(main())
@@ -127,14 +128,14 @@ def test_delete_table_tombstones_replicas_and_redeletes_a_replica_reported_again
             view = c.master.catalog_manager.leader()
             assert all(t.dead for t in view.catalog.tablets_of(table_id, include_dead=True))
             for ts in c.tservers[1:]:
-                await eventually(functools.partial(all_tombstoned, ts), what="tombstones")
+                await wait_for_async(functools.partial(all_tombstoned, ts), what="tombstones")
             assert len(forgetful.calls_of("delete")) == 2  # one per tablet
             # The forgetful server "lost" the deletes; after a restart it reports the tablets again
             # and the master deletes them again.
             forgetful.ignore_deletes = False
             forgetful.restart()
-            await eventually(lambda: len(forgetful.calls_of("delete")) >= 4, what="DeleteTablet re-sent")
-            await eventually(functools.partial(all_tombstoned, forgetful), what="tombstones after restart")
+            await wait_for_async(lambda: len(forgetful.calls_of("delete")) >= 4, what="DeleteTablet re-sent")
+            await wait_for_async(functools.partial(all_tombstoned, forgetful), what="tombstones after restart")
             with pytest.raises(errors.NotFound, match="'t' not found"):
                 await c.call(GET_TABLE_LOCATIONS, mpb.GetTableLocationsRequestPB(table=ident("t")))
             with pytest.raises(errors.NotFound, match="'t' not found"):
@@ -153,7 +154,12 @@ def test_a_silent_tserver_becomes_dead_and_gets_no_new_replicas(tmp_path: Path) 
                 servers = (await c.call(LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB())).servers
                 return next(s.live for s in servers if s.instance.permanent_uuid == uuid)
 
-            await eventually(lambda: not c.master.ts_manager.is_live(c.master.ts_manager.get(silent.uuid)))  # type: ignore[arg-type]
+            def silent_is_live() -> bool:
+                descriptor = c.master.ts_manager.get(silent.uuid)
+                assert descriptor is not None
+                return c.master.ts_manager.is_live(descriptor)
+
+            await wait_for_async(lambda: not silent_is_live(), what="the silent server to be dead")
             assert not await live_of(silent.uuid)
             assert await live_of(c.tservers[0].uuid)
             with pytest.raises(errors.InvalidArgument, match="replication factor 3; 2 tablet servers are alive"):
@@ -164,6 +170,6 @@ def test_a_silent_tserver_becomes_dead_and_gets_no_new_replicas(tmp_path: Path) 
             assert chosen == {c.tservers[0].uuid, c.tservers[1].uuid}
             assert not silent.calls_of("create")
             silent.heartbeating = True
-            await eventually(lambda: c.master.ts_manager.is_live(c.master.ts_manager.get(silent.uuid)))  # type: ignore[arg-type]
+            await wait_for_async(silent_is_live, what="the silent server to be live again")
 
     run(main())

@@ -13,9 +13,10 @@ from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc.loop import run
 from nyala.services import ALTER_TABLE, CONNECT_TO_MASTER, CREATE_TABLE, GET_TABLE_LOCATIONS, LIST_TABLET_SERVERS
+from nyala.testing.wait import wait_for_async
 
 from .fake_tserver import FakeTabletServer
-from .helpers import Cluster, cluster, create_request, eventually, range_step
+from .helpers import Cluster, cluster, create_request, range_step
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,7 +58,7 @@ def test_replicas_spread_over_locations_and_everyone_learns_them(tmp_path: Path)
     async def main() -> None:
         async with cluster(tmp_path / "m", num_tservers=0, location_mapping_cmd=command) as c:
             fakes = await add_fakes(c, [h for h in HOSTS if h != "127.0.0.1"])
-            await eventually(lambda: c.registered(6), what="registrations")
+            await wait_for_async(lambda: c.registered(6), what="registrations")
             listed = await c.call(LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB())
             by_uuid = {s.instance.permanent_uuid: s.location for s in listed.servers}
             assert by_uuid == {ts.uuid: HOSTS[ts.host] for ts in fakes}
@@ -104,20 +105,20 @@ def test_a_failing_mapping_refuses_registration_until_it_works(
     async def main() -> None:
         async with cluster(tmp_path / "m", num_tservers=0, location_mapping_cmd=command) as c:
             [ok, refused] = await add_fakes(c, ["127.0.0.11", "127.0.0.16"])
-            await eventually(lambda: c.registered(1), what="the mapped server's registration")
-            await eventually(lambda: "127.0.0.16" in caplog.text, what="the refusal in the log")
+            await wait_for_async(lambda: c.registered(1), what="the mapped server's registration")
+            await wait_for_async(lambda: "127.0.0.16" in caplog.text, what="the refusal in the log")
             assert c.master.ts_manager.get(refused.uuid) is None
             assert f"refused the registration of tablet server {refused.uuid} at 127.0.0.16" in caplog.text
             assert "exited with status 1: no such host 127.0.0.16" in caplog.text
 
             write_mapping(script, {**known, "127.0.0.16": "/dc9"})  # fixed: the next heartbeat registers
-            await eventually(lambda: c.registered(2), what="registration after the fix")
+            await wait_for_async(lambda: c.registered(2), what="registration after the fix")
             assert c.master.ts_manager.get(refused.uuid).location == "/dc9"  # type: ignore[union-attr]
 
             # Re-registration resolves again: a server that moved is placed in its new location.
             write_mapping(script, {**known, "127.0.0.11": "/dc7", "127.0.0.16": "/dc9"})
             ok.restart()
-            await eventually(
+            await wait_for_async(
                 lambda: getattr(c.master.ts_manager.get(ok.uuid), "location", "") == "/dc7",
                 what="the new location after re-registration",
             )

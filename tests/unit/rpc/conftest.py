@@ -46,14 +46,6 @@ async def raw_connection(address: HostPort) -> tuple[asyncio.StreamReader, async
     return await asyncio.open_connection(address.host, address.port)
 
 
-async def wait_until(condition: Callable[[], bool], within_s: float = 10.0) -> None:
-    """Poll ``condition`` until it holds; fail the test if it does not within ``within_s``."""
-    async with asyncio.timeout(within_s):
-        # The state is changed by protocol callbacks that have no event to wait on.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
-
-
 async def closed_by_peer(reader: asyncio.StreamReader, within_s: float = 10.0) -> bool:
     """True when the server closes the connection (EOF) before ``within_s`` passes."""
     try:

@@ -13,7 +13,8 @@ from nyala import errors
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, CallContext, Messenger, RpcMethod, RpcOptions, RpcServer
 from nyala.rpc.framing import PREAMBLE, ResponseHeader, encode_request
-from tests.unit.rpc.conftest import Runner, closed_by_peer, raw_connection, serving, wait_until
+from nyala.testing.wait import wait_for_async
+from tests.unit.rpc.conftest import Runner, closed_by_peer, raw_connection, serving
 
 Ping = rpc_pb2.PingRequest
 Pong = rpc_pb2.PingResponse
@@ -169,7 +170,8 @@ def test_the_server_cancels_a_handler_at_the_callers_deadline(run: Runner) -> No
                 await messenger.call(address, BLOCK, Ping(), timeout=0.2)
             async with asyncio.timeout(10):
                 await cancelled.wait()  # the server saw the same deadline and stopped working
-            await wait_until(lambda: server.calls_in_flight == 0)  # its task ends right after the handler
+            # Its task ends right after the handler.
+            await wait_for_async(lambda: server.calls_in_flight == 0, what="no call in flight on the server")
 
     run(main())
 
@@ -347,13 +349,13 @@ def test_calls_reconnect_after_the_server_comes_back(run: Runner) -> None:
             second = RpcServer()
             await second.start(address)
             try:
-                async with asyncio.timeout(20):
-                    while True:
-                        try:
-                            response = await messenger.call(address, PING, Ping(payload=b"2"))
-                            break
-                        except errors.NetworkError:
-                            await asyncio.sleep(0.05)  # backing off, as a retrying client would
+                # Retrying while the messenger backs off from the lost connection, as a client would.
+                response = await wait_for_async(
+                    lambda: messenger.call(address, PING, Ping(payload=b"2")),
+                    what="a call to the restarted server",
+                    timeout_s=20,
+                    retry_on=(errors.NetworkError,),
+                )
                 assert response.payload == b"2"
             finally:
                 await second.stop()
@@ -387,7 +389,7 @@ def test_a_busy_server_answers_service_unavailable(run: Runner) -> None:
         server.add_method(BLOCK, block)
         async with serving(server) as (_, address, messenger):
             running = [asyncio.ensure_future(messenger.call(address, BLOCK, Ping())) for _ in range(2)]
-            await wait_until(lambda: server.calls_in_flight == 2)
+            await wait_for_async(lambda: server.calls_in_flight == 2, what="two calls in flight on the server")
             with pytest.raises(errors.ServiceUnavailable, match="server is busy"):
                 await messenger.call(address, BLOCK, Ping())
             release.set()
@@ -398,18 +400,31 @@ def test_a_busy_server_answers_service_unavailable(run: Runner) -> None:
 
 def test_a_cancelled_call_leaves_the_connection_usable(run: Runner) -> None:
     async def main() -> None:
+        started = asyncio.Event()
+        release = asyncio.Event()
+
+        async def held(request: Ping, ctx: CallContext) -> Pong:
+            started.set()
+            await release.wait()
+            return Pong(payload=b"late")
+
         server = RpcServer()
-        server.add_method(SLOW, slow_echo)
+        server.add_method(BLOCK, held)
+        server.add_method(ECHO, echo)
         async with serving(server) as (_, address, messenger):
-            call = asyncio.ensure_future(messenger.call(address, SLOW, Ping(payload=b"300")))
-            await asyncio.sleep(0.05)
+            call = asyncio.ensure_future(messenger.call(address, BLOCK, Ping()))
+            await started.wait()  # the server is working on it
             call.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await call
-            # The late answer to the cancelled call must not be taken for this one's.
-            assert (await messenger.call(address, SLOW, Ping(payload=b"1"))).payload == b"1"
-            await asyncio.sleep(0.4)
+            # While the cancelled call is still being worked on, another call goes through.
+            assert (await messenger.call(address, ECHO, Ping(payload=b"1"))).payload == b"1"
+            # Now the late answer goes out; once the server is done with it, it is ahead of the
+            # next answer on the one connection, so the client reads it first and must drop it.
+            release.set()
+            await wait_for_async(lambda: server.calls_in_flight == 0, what="the late answer sent")
             assert (await messenger.call(address, PING, Ping(payload=b"x"))).payload == b"x"
+            assert len(server._connections) == 1  # the same connection throughout
 
     run(main())
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from nyala.testing.process import ProcessError, ServerProcess, kill_all, running_pids
+from nyala.testing.wait import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,3 +91,58 @@ def test_kill_all_leaves_nothing_running(tmp_path: Path) -> None:
     kill_all()
     assert not any(p.running for p in procs)
     assert running_pids() == []
+
+
+# A server holding the lifeline like Nyala's own: it reports whether it got one, and answers
+# SIGUSR1 by writing a "pong" file (a process killed or being killed can no longer do that).
+LIFELINE_SERVER = """
+import os, pathlib, signal, sys, threading
+from nyala.server.lifeline import hold_lifeline
+here = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGUSR1, lambda *_: (here / "pong").write_text("pong"))
+(here / "ready").write_text(str(hold_lifeline()))
+threading.Event().wait()
+"""
+
+
+def lifeline_server(tmp_path: Path, owned: bool) -> ServerProcess:
+    return ServerProcess(
+        "holder", [sys.executable, "-c", LIFELINE_SERVER, str(tmp_path)], tmp_path / "holder.log", owned=owned
+    )
+
+
+@pytest.mark.parametrize("owned", [True, False])
+def test_owned_processes_get_a_lifeline_and_others_do_not(tmp_path: Path, owned: bool) -> None:
+    proc = lifeline_server(tmp_path, owned)
+    try:
+        proc.start()
+        proc.wait_ready((tmp_path / "ready").exists)
+        assert (tmp_path / "ready").read_text() == str(owned)
+    finally:
+        proc.kill()
+
+
+def test_an_owned_process_outlives_the_thread_that_started_it(tmp_path: Path) -> None:
+    # Linux sends the parent-death signal when the *thread* that forked a child ends; the
+    # supervisor forks from a thread of its own so that a server started from a short-lived
+    # worker thread lives on.
+    proc = lifeline_server(tmp_path, owned=True)
+
+    def start() -> None:
+        proc.start()
+        proc.wait_ready((tmp_path / "ready").exists)  # the server holds its lifeline before the thread ends
+
+    starter = threading.Thread(target=start)
+    try:
+        starter.start()
+        starter.join()
+        assert starter.native_id is not None
+        gone = str(starter.native_id)
+        wait_for(lambda: gone not in os.listdir("/proc/self/task"), what="the starting thread to have exited")
+        assert proc.pid is not None
+        os.kill(proc.pid, signal.SIGUSR1)
+        # Had the kernel sent SIGKILL at the thread's exit, no handler could run any more.
+        wait_for((tmp_path / "pong").exists, what="an answer after the starter thread ended", timeout_s=10)
+        assert proc.running
+    finally:
+        proc.kill()

@@ -3,7 +3,6 @@ reports, acknowledgement only on success, learned addresses, early heartbeats.""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import cast
 
@@ -16,6 +15,7 @@ from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import CallContext, Messenger, RpcServer
 from nyala.rpc.loop import run
 from nyala.services import TS_HEARTBEAT
+from nyala.testing.wait import wait_for_async
 from nyala.tserver.heartbeat import Heartbeater
 from nyala.tserver.tablet import TabletReplica
 
@@ -154,13 +154,11 @@ def test_tserver_addresses_are_learned() -> None:
 def test_trigger_sends_a_heartbeat_without_waiting_for_the_interval() -> None:
     async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
         hb.start()
-        async with asyncio.timeout(10):
-            while len(master.requests) < 1:  # noqa: ASYNC110
-                await asyncio.sleep(0.005)
-            tablets["a"].term = 5
-            hb.trigger()
-            while len(master.requests) < 2:  # noqa: ASYNC110
-                await asyncio.sleep(0.005)
+        await wait_for_async(lambda: len(master.requests) >= 1, what="the first heartbeat", timeout_s=10)
+        tablets["a"].term = 5
+        hb.trigger()
+        # The interval is a minute: only the trigger can send this one within the wait.
+        await wait_for_async(lambda: len(master.requests) >= 2, what="the triggered heartbeat", timeout_s=10)
         assert reported(master.requests[1]) == (True, ["a"], [])
 
     with_master(scenario, interval_ms=60_000)

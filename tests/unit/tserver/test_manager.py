@@ -3,7 +3,6 @@ bootstrap after restart, tombstones, and recovery from interrupted work and dama
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from nyala.rpc import Messenger, RpcServer
 from nyala.rpc.loop import run
 from nyala.schema import OpType, RowOperationOptions, make_row_operations
 from nyala.storage import ScanSpec, StorageOptions
+from nyala.testing.wait import wait_for_async
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.metadata import META_FILE, DataState, TabletMetadata
 from nyala.tserver.tablet import TabletReplica
@@ -50,21 +50,21 @@ async def with_manager(root: Path, body: Callable[[TabletManager], Awaitable[Non
 
 
 async def leading(tablet: TabletReplica) -> None:
-    async with asyncio.timeout(10):
-        while tablet.raft is None or tablet.raft.role is not Role.LEADER:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    await wait_for_async(
+        lambda: tablet.raft is not None and tablet.raft.role is Role.LEADER, what="the replica to lead", timeout_s=10
+    )
 
 
 async def insert(tablet: TabletReplica, ids: list[int]) -> int:
     await leading(tablet)
     ops = make_row_operations(SCHEMA, OpType.INSERT, [{"id": i} for i in ids])
-    async with asyncio.timeout(10):
-        while True:
-            try:
-                response = await tablet.write(memoryview(ops), 0, RowOperationOptions(), 1 << 20)
-                return response.op_index
-            except ServiceUnavailable:  # a fresh leader is CONFIGURING for a moment
-                await asyncio.sleep(0.01)
+
+    async def written() -> int:
+        response = await tablet.write(memoryview(ops), 0, RowOperationOptions(), 1 << 20)
+        return response.op_index
+
+    # A fresh leader is CONFIGURING for a moment.
+    return await wait_for_async(written, what=f"{len(ids)} rows written", timeout_s=10, retry_on=(ServiceUnavailable,))
 
 
 def count(tablet: TabletReplica) -> int:

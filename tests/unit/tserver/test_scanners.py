@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -12,6 +10,7 @@ from nyala.errors import InvalidArgument, NotFound
 from nyala.rpc.framing import SplitSidecar
 from nyala.rpc.loop import run
 from nyala.schema import decode_key
+from nyala.testing.wait import wait_for_async
 from nyala.tserver import scanners
 from nyala.tserver.scanners import ScannerRegistry, ScanSession
 
@@ -119,9 +118,7 @@ def test_reaper_closes_idle_scanners_and_close_tablet_closes_its_own() -> None:
             registry.close_tablet("t2")
             assert other.closed
             assert len(registry) == 1
-            async with asyncio.timeout(5):
-                while not idle.closed:  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
+            await wait_for_async(lambda: idle.closed, what="the reaper to close the idle scanner", timeout_s=5)
             assert len(registry) == 0
         finally:
             await registry.stop()

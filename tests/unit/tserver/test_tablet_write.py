@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
@@ -21,6 +20,7 @@ from nyala.schema import OpType, Partitioner, PartitionSchema, RowOperationOptio
 from nyala.schema import encode_row_operations as encode
 from nyala.schema import make_row_operations as ops
 from nyala.storage import EntryResult, ScanSpec, TabletStoreManager
+from nyala.testing.wait import wait_for_async
 from nyala.tserver.envelope import JoinedPayload, RequestId, WritePayload, decode_payload
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.state_machine import JoinedResult, TabletStateMachine
@@ -286,15 +286,6 @@ def test_dropping_rows_of_other_partitions_keeps_which_columns_each_row_sets(
     assert rows_now == [{"id": 12, "v": 2.0, "s": "a"}, {"id": 13, "v": None, "s": "b"}]
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the other tasks run until ``condition`` holds (a bounded number of loop turns)."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
-
-
 def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
     tablet: tuple[TabletReplica, StandInRaft],
 ) -> None:
@@ -307,13 +298,14 @@ def test_a_write_cancelled_while_it_waits_for_its_entry_is_not_proposed(
             return asyncio.ensure_future(t.write(data, 0, LIMITS, MAX_BYTES))
 
         first = start(1)
-        await until(lambda: len(raft.payloads) == 1)
+        await wait_for_async(lambda: len(raft.payloads) == 1, what="one entry in flight")
         second = start(2)
-        await until(lambda: len(raft.payloads) == 2)  # two entries in flight: later writes wait
+        # Two entries in flight: later writes wait.
+        await wait_for_async(lambda: len(raft.payloads) == 2, what="two entries in flight")
         waiting, kept = start(3), start(4)
         assert t._entry_joiner is not None
         entry_joiner = t._entry_joiner
-        await until(lambda: len(entry_joiner._pending) == 2)
+        await wait_for_async(lambda: len(entry_joiner._pending) == 2, what="two writes waiting in the entry joiner")
         waiting.cancel()
         assert raft.delay is not None
         raft.delay.set()

@@ -91,3 +91,62 @@ def stalled_appender(log: Log) -> Iterator[threading.Event]:
         yield holding
     finally:
         release.set()
+
+
+class DurableMark:
+    """The last index of the newest group the log has written and synced, read from any thread."""
+
+    through = 0
+
+
+@contextlib.contextmanager
+def durable_marks(log: Log) -> Iterator[DurableMark]:
+    """Record, after each group's write and sync returns, the last index that is now durable.
+
+    A completion callback that reads ``through`` learns whether its append was on disk when it
+    was acknowledged, whatever the timing: "nothing is acknowledged before it is durable" is
+    then checked on every completion instead of by looking once after a sleep.  Enter it
+    before :func:`stalled_appender`, which wraps whatever group writer it finds.
+    """
+    mark = DurableMark()
+    committer = log._committer
+    original = committer._write_group
+
+    def recorded(group: list[Request]) -> None:
+        original(group)
+        mark.through = max([mark.through, *(r.last for r in group)])
+
+    committer._write_group = recorded
+    try:
+        yield mark
+    finally:
+        committer._write_group = original
+
+
+@contextlib.contextmanager
+def noting_idle_waits(log: Log) -> Iterator[threading.Event]:
+    """Set the yielded event once a caller (``Log.close``) blocks waiting for the appender to go idle.
+
+    With it a test sequences "close is waiting" before "the appender may go on", rather than
+    sleeping and hoping close got that far.
+    """
+    waiting = threading.Event()
+    committer = log._committer
+    original = committer._idle
+
+    class Noting(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            waiting.set()
+            return super().wait(timeout)
+
+    committer._idle = Noting(committer._lock)
+    try:
+        yield waiting
+    finally:
+        committer._idle = original
+
+
+def room_waiters(log: Log) -> int:
+    """How many ``wait_for_room`` callers are parked until the queue has room."""
+    with log._committer._lock:
+        return len(log._committer._room_waiters)

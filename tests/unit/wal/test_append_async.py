@@ -15,10 +15,20 @@ import pytest
 
 from nyala.errors import IllegalState, InvalidArgument, IOFailure
 from nyala.rpc.loop import loop_factory
+from nyala.testing.wait import wait_for_async
 from nyala.wal import Log, LogEntry, WalOptions, loop_bridge
 from nyala.wal import appender as appender_module
 
-from .helpers import SMALL, check_entries, crash_copy, make_entries, stalled_appender
+from .helpers import (
+    SMALL,
+    check_entries,
+    crash_copy,
+    durable_marks,
+    make_entries,
+    noting_idle_waits,
+    room_waiters,
+    stalled_appender,
+)
 
 T = TypeVar("T")
 
@@ -87,21 +97,25 @@ def test_many_tasks_complete_in_reservation_order_one_loop_call_per_group(
 def test_a_held_group_is_resolved_by_one_loop_call_in_order(small_log: Log, monkeypatch: pytest.MonkeyPatch) -> None:
     posts = PostCounter(monkeypatch)
 
-    async def main() -> list[int]:
-        order: list[int] = []
-        with stalled_appender(small_log) as holding:
-            first = small_log.append_async(make_entries(1, 1))
-            assert await asyncio.to_thread(holding.wait, 30)  # the committer holds the first group
-            queued = [small_log.append_async(make_entries(i, 1, size=20)) for i in range(2, 102)]
-            for future in queued:
-                future.add_done_callback(lambda f: order.append(f.result()))
-            await asyncio.sleep(0.01)
-            assert not any(f.done() for f in queued)  # nothing is acknowledged before it is durable
-        assert await first == 1
-        assert await asyncio.gather(*queued) == list(range(2, 102))
+    async def main() -> list[tuple[int, int]]:
+        # (index acknowledged, last durable index when it was acknowledged), in completion order.
+        order: list[tuple[int, int]] = []
+        with durable_marks(small_log) as durable:
+            with stalled_appender(small_log) as holding:
+                first = small_log.append_async(make_entries(1, 1))
+                assert await asyncio.to_thread(holding.wait, 30)  # the committer holds the first group
+                queued = [small_log.append_async(make_entries(i, 1, size=20)) for i in range(2, 102)]
+                for future in queued:
+                    future.add_done_callback(lambda f: order.append((f.result(), durable.through)))
+            assert await first == 1
+            assert await asyncio.gather(*queued) == list(range(2, 102))
         return order
 
-    assert run(main()) == list(range(2, 102))
+    order = run(main())
+    assert [index for index, _ in order] == list(range(2, 102))
+    # Nothing is acknowledged before it is durable: checked at every acknowledgement, however
+    # early or late it comes.
+    assert all(index <= durable for index, durable in order), order
     assert posts.sizes == [1, 100]  # the 100 queued appends: one group, one call into the loop
 
 
@@ -200,14 +214,22 @@ def test_close_while_appends_wait_completes_them(log_dir: Path) -> None:
     log = Log.open(log_dir, "tablet-1", SMALL)
 
     async def main() -> list[int]:
-        with stalled_appender(log) as holding:
-            futures = [log.append_async(make_entries(1, 1))]
-            assert await asyncio.to_thread(holding.wait, 30)
-            futures += [log.append_async(make_entries(i, 1)) for i in range(2, 51)]
-            closing = asyncio.create_task(asyncio.to_thread(log.close))
-            await asyncio.sleep(0.01)
-            assert not closing.done()  # close waits for the queued appends
-        await closing
+        with durable_marks(log) as durable, noting_idle_waits(log) as close_waits:
+
+            def close() -> int:
+                log.close()
+                return durable.through  # what was on disk when close returned
+
+            with stalled_appender(log) as holding:
+                futures = [log.append_async(make_entries(1, 1))]
+                assert await asyncio.to_thread(holding.wait, 30)
+                futures += [log.append_async(make_entries(i, 1)) for i in range(2, 51)]
+                closing = asyncio.create_task(asyncio.to_thread(close))
+                # In order: close blocks waiting for the queued appends, and only then may the
+                # committer go on.  A close that returned at once is caught here, not raced.
+                await wait_for_async(lambda: close_waits.is_set() or closing.done(), what="close to wait", timeout_s=10)
+                assert not closing.done()
+            assert await closing == 50  # close waited for every queued append to be durable
         with pytest.raises(IllegalState, match="closed"):
             log.append_async(make_entries(51, 1))
         await log.wait_for_room()
@@ -273,11 +295,17 @@ def test_wait_for_room_holds_producers_while_the_queue_is_full(log_dir: Path) ->
                 await log.wait_for_room()  # 10 x 124 bytes < 2000: room
                 futures += [log.append_async(make_entries(i, 1, size=100)) for i in range(12, 22)]
                 assert log.queued_bytes >= 2000
-                waiting = asyncio.create_task(log.wait_for_room())
-                await asyncio.sleep(0.01)
-                assert not waiting.done()  # the queue is full until the appender takes a group
-            await waiting
-            assert log.queued_bytes < 2000
+
+                async def wait_and_measure() -> int:
+                    await log.wait_for_room()
+                    return log.queued_bytes  # what was queued when the producer was let go
+
+                waiting = asyncio.create_task(wait_and_measure())
+                # In order: the producer parks until there is room, and only then may the
+                # appender take a group (the queue is full until it does).
+                await wait_for_async(lambda: room_waiters(log) == 1 or waiting.done(), what="a parked producer")
+                assert not waiting.done()
+            assert await waiting < 2000
             assert await asyncio.gather(*futures) == list(range(1, 22))
 
         run(main())

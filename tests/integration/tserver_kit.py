@@ -1,4 +1,4 @@
-"""Test kit for the tablet server's integration tests (no tests of its own).
+"""Test kit for the tablet server's integration tests (a helper module, no tests of its own).
 
 Real ``nyala tserver start`` processes on loopback, driven from the test: a stand-in master
 (an RpcServer in the test process answering TSHeartbeat and recording every report), direct
@@ -36,6 +36,7 @@ from nyala.schema import ColumnSchema, OpType, Partition, Partitioner, Partition
 from nyala.server.fs import ServerStatus
 from nyala.services import GET_CONSENSUS_STATE, SCAN, TS_HEARTBEAT, WRITE
 from nyala.testing.process import ServerProcess
+from nyala.testing.wait import wait_for
 from nyala.tserver.tablet import config_to_pb
 
 T = TypeVar("T")
@@ -240,7 +241,7 @@ class Driver:
                     return i
             return None
 
-        return eventually(find, within_s, f"a leader of {tablet_id}")
+        return wait_for(find, what=f"a leader of {tablet_id}", timeout_s=within_s)
 
     def write(
         self,
@@ -251,21 +252,20 @@ class Driver:
         request_id: tpb.RequestIdPB | None = None,
     ) -> tpb.WriteResponsePB:
         """Write through whoever leads, following hints and retrying retriable errors."""
-        deadline = time.monotonic() + within_s
-        target = self.leader(tablet_id)
         request = tpb.WriteRequestPB(tablet_id=tablet_id, schema_version=schema_version, request_id=request_id)
-        while True:
+        target = [self.leader(tablet_id)]
+
+        def written() -> tpb.WriteResponsePB:
             try:
-                return self.call(self.servers.addresses[target], WRITE, request, [ops])
+                return self.call(self.servers.addresses[target[0]], WRITE, request, [ops])
             except NotTheLeader as e:
-                if time.monotonic() > deadline:
-                    raise
-                target = self.servers.index_of(e.leader_hint) if e.leader_hint else self.leader(tablet_id)
+                target[0] = self.servers.index_of(e.leader_hint) if e.leader_hint else self.leader(tablet_id)
+                raise
             except RetriableError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-                target = self.leader(tablet_id)
+                target[0] = self.leader(tablet_id)
+                raise
+
+        return wait_for(written, what=f"a write to {tablet_id}", timeout_s=within_s, retry_on=(RetriableError,))
 
     def scan(
         self, i: int, new: tpb.NewScanRequestPB, batch_size_bytes: int = 0
@@ -294,18 +294,6 @@ class Driver:
     def ids(self, i: int, tablet_id: str, **fields: Any) -> list[int]:
         table, _ = self.scan(i, tpb.NewScanRequestPB(tablet_id=tablet_id, order_by_primary_key=True, **fields))
         return table.column("id").to_pylist() if table.num_rows else []
-
-
-def eventually(probe: Callable[[], T | None], within_s: float, what: str) -> T:
-    """Poll ``probe`` until it returns something other than None (servers change on their own)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass
@@ -350,11 +338,10 @@ class Cluster:
         """Until every server registered and heard back the full list of addresses."""
         uuids = set(self.servers.uuids)
 
-        def done() -> bool | None:
-            registered = self.loop.run(_snapshot(lambda: set(self.master.registrations)))
-            return True if registered >= uuids else None
+        def done() -> bool:
+            return self.loop.run(_snapshot(lambda: set(self.master.registrations))) >= uuids
 
-        eventually(done, 30, "every tablet server to register")
+        wait_for(done, what="every tablet server to register", timeout_s=30)
 
     def reports(self, uuid: str) -> list[Heartbeat]:
         return self.loop.run(_snapshot(lambda: list(self.master.heartbeats.get(uuid, []))))
