@@ -42,6 +42,7 @@ SYNC_ONLY: dict[tuple[str, str], str] = {
 ASYNC_ONLY: dict[tuple[str, str], str] = {
     ("AsyncClient", "connect"): "constructing needs an await; Client.__init__ (nyala.connect) connects itself",
     ("AsyncClient", "start"): "the awaited half of AsyncClient.connect; Client.__init__ does it",
+    ("AsyncClient", "messenger"): "the admin tools' RPC messenger; sync code reaches it as Client.aio.messenger",
     ("AsyncTable", "scan_spec"): "checks scan arguments into a ScanSpec (not exported) for the library's scanners",
     ("AsyncScanner", "tablets"): "locates TabletLocations (not exported) for scan tokens",
     ("AsyncScanner", "table"): "the TableInfo scan tokens are made from; sync users have Table.info",
