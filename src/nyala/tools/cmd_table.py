@@ -400,11 +400,9 @@ def add_range_partition(
     wait: bool,
     timeout_s: float,
 ) -> None:
-    with connect_cli(master_addresses, timeout_s) as client:
-        opened = client.open_table(table_name, timeout_s=timeout_s)
-        spec = _range_partition(opened, lower, upper, lower_bound_type, upper_bound_type)
-        shown = _show_partition(opened, spec)
-        client.alter_table(table_name, add_range_partitions=[spec], wait=wait, timeout_s=timeout_s)
+    shown = _alter_range_partition(
+        master_addresses, table_name, (lower, lower_bound_type), (upper, upper_bound_type), wait, timeout_s, add=True
+    )
     click.echo(f"added range partition {shown} to table {table_name}")
 
 
@@ -428,12 +426,32 @@ def drop_range_partition(
     wait: bool,
     timeout_s: float,
 ) -> None:
+    shown = _alter_range_partition(
+        master_addresses, table_name, (lower, lower_bound_type), (upper, upper_bound_type), wait, timeout_s, add=False
+    )
+    click.echo(f"dropped range partition {shown} of table {table_name}")
+
+
+def _alter_range_partition(
+    master_addresses: str,
+    table_name: str,
+    lower: tuple[str, str],
+    upper: tuple[str, str],
+    wait: bool,
+    timeout_s: float,
+    *,
+    add: bool,
+) -> str:
+    """Add or drop the range partition between ``lower`` and ``upper`` (each a bound and its
+    type); returns the partition as shown to the user."""
     with connect_cli(master_addresses, timeout_s) as client:
         opened = client.open_table(table_name, timeout_s=timeout_s)
-        spec = _range_partition(opened, lower, upper, lower_bound_type, upper_bound_type)
-        shown = _show_partition(opened, spec)
-        client.alter_table(table_name, drop_range_partitions=[spec], wait=wait, timeout_s=timeout_s)
-    click.echo(f"dropped range partition {shown} of table {table_name}")
+        spec = _range_partition(opened, lower[0], upper[0], lower[1], upper[1])
+        added, dropped = ([spec], []) if add else ([], [spec])
+        client.alter_table(
+            table_name, add_range_partitions=added, drop_range_partitions=dropped, wait=wait, timeout_s=timeout_s
+        )
+        return _show_partition(opened, spec)
 
 
 # --- create ------------------------------------------------------------------------------
