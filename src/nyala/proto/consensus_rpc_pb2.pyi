@@ -164,7 +164,7 @@ class GetConsensusStateRequestPB(_message.Message):
     def __init__(self, dest_uuid: _Optional[str] = ..., tablet_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsensusStatePB(_message.Message):
-    __slots__ = ("tablet_id", "current_term", "leader_uuid", "role", "committed_config", "pending_config", "last_index", "commit_index", "applied_index", "peers", "transfer_target_uuid")
+    __slots__ = ("tablet_id", "current_term", "leader_uuid", "role", "committed_config", "pending_config", "last_index", "commit_index", "applied_index", "peers", "transfer_target_uuid", "last_term")
     TABLET_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_TERM_FIELD_NUMBER: _ClassVar[int]
     LEADER_UUID_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +176,7 @@ class ConsensusStatePB(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     TRANSFER_TARGET_UUID_FIELD_NUMBER: _ClassVar[int]
+    LAST_TERM_FIELD_NUMBER: _ClassVar[int]
     tablet_id: str
     current_term: int
     leader_uuid: str
@@ -187,7 +188,8 @@ class ConsensusStatePB(_message.Message):
     applied_index: int
     peers: _containers.RepeatedCompositeFieldContainer[PeerProgressPB]
     transfer_target_uuid: str
-    def __init__(self, tablet_id: _Optional[str] = ..., current_term: _Optional[int] = ..., leader_uuid: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., pending_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., last_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerProgressPB, _Mapping]]] = ..., transfer_target_uuid: _Optional[str] = ...) -> None: ...
+    last_term: int
+    def __init__(self, tablet_id: _Optional[str] = ..., current_term: _Optional[int] = ..., leader_uuid: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., pending_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., last_index: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerProgressPB, _Mapping]]] = ..., transfer_target_uuid: _Optional[str] = ..., last_term: _Optional[int] = ...) -> None: ...
 
 class GetConsensusStateResponsePB(_message.Message):
     __slots__ = ("tablets",)

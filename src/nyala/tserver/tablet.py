@@ -306,6 +306,7 @@ class TabletReplica:
             leader_uuid=raft.leader_id,
             role=ROLE_TO_PB[raft.role],
             last_index=raft.last_index,
+            last_term=raft.last_term,
             commit_index=raft.commit_index,
             applied_index=raft.applied_index,
         )

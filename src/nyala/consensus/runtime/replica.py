@@ -288,6 +288,11 @@ class RaftReplica:
         return self._core.last_index
 
     @property
+    def last_term(self) -> int:
+        """The term of the last entry in the log (what a vote request compares)."""
+        return self._core.last_term
+
+    @property
     def committed_config(self) -> RaftConfig:
         return self._cmeta.committed_config
 
