@@ -1,12 +1,17 @@
-"""``nyala remote-replica list|unsafe-change-config TSERVER_ADDRESS ...``: one tablet server's
-replicas, addressed directly rather than through the masters (Kudu's ``kudu remote_replica``).
+"""``nyala remote-replica list|delete|unsafe-change-config TSERVER_ADDRESS ...``: one tablet
+server's replicas, addressed directly rather than through the masters (Kudu's ``kudu
+remote_replica``).
 
 ``unsafe-change-config`` is the recovery of last resort after a tablet lost a majority of its
-replicas for good: run it on the most up-to-date survivor (``list`` shows each replica's
-last and commit index) with the uuids of the replicas to keep, that survivor among them.
+replicas for good: run it on the most up-to-date survivor (``nyala tablet
+find-most-up-to-date`` ranks them) with the uuids of the replicas to keep, that survivor
+among them.  ``delete`` tombstones one replica through the server's DeleteTablet.
+docs/recovery.md walks through both.
 """
 
 from __future__ import annotations
+
+import time
 
 import click
 
@@ -22,7 +27,7 @@ from nyala.tools._format import (
     handle_errors,
     timeout_option,
 )
-from nyala.tools.replica_ops import list_remote_replicas, unsafe_change_config
+from nyala.tools.replica_ops import DeletedReplica, delete_remote_replica, list_remote_replicas, unsafe_change_config
 from nyala.tserver.options import TSERVER_DEFAULT_PORT
 
 __all__ = ["remote_replica"]
@@ -71,6 +76,54 @@ def list_replicas(tserver_address: str, columns: list[str], output_format: str, 
 
     rows = run(fetch())
     emit_rows(rows, columns, output_format, title=f"{len(rows)} replicas on {address}")
+
+
+@remote_replica.command("delete")
+@click.argument("tserver_address")
+@click.argument("tablet_id")
+@click.option("--reason", default="", help="Why, kept in the tombstone (default: this command and the time).")
+@format_option
+@timeout_option
+@handle_errors
+def delete_command(tserver_address: str, tablet_id: str, reason: str, output_format: str, timeout_s: float) -> None:
+    """Tombstone the replica of TABLET_ID on the tablet server at TSERVER_ADDRESS.
+
+    Its rows and log are deleted; its metadata and consensus metadata stay, so the server
+    keeps reporting it (as TOMBSTONED) and remembers its votes.  A replica that is still a
+    member of its tablet's config stays counted by the tablet until it is removed from it
+    (``nyala tablet change-config remove-replica``).
+    """
+    address = _address(tserver_address)
+    reason = reason or f"deleted with nyala remote-replica delete at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+    async def delete() -> DeletedReplica:
+        messenger = Messenger()
+        try:
+            return await delete_remote_replica(messenger, address, tablet_id, reason, timeout_s)
+        finally:
+            await messenger.close()
+
+    done = run(delete())
+    if output_format == "json":
+        emit_json(
+            {
+                "tablet_id": tablet_id,
+                "server_uuid": done.server_uuid,
+                "already_tombstoned": done.already_tombstoned,
+                "still_member": done.still_member,
+            }
+        )
+        return
+    if done.already_tombstoned:
+        click.echo(f"tablet {tablet_id} at {address} ({done.server_uuid}) was already tombstoned")
+        return
+    click.echo(f"tombstoned the replica of tablet {tablet_id} at {address} ({done.server_uuid}): rows and log deleted")
+    if done.still_member:
+        click.echo(
+            f"warning: {done.server_uuid} is still a member of the tablet's Raft config; remove it with "
+            "nyala tablet change-config remove-replica, or the tablet counts a replica that has no data",
+            err=True,
+        )
 
 
 @remote_replica.command("unsafe-change-config")

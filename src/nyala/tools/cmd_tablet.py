@@ -1,10 +1,14 @@
-"""``nyala tablet change-config|leader-step-down|move-replica MASTER_ADDRESSES TABLET_ID ...``.
+"""``nyala tablet change-config|leader-step-down|move-replica|find-most-up-to-date MASTER_ADDRESSES TABLET_ID ...``.
 
 Kudu's ``kudu tablet`` verbs.  Each command finds the tablet's leader through the masters,
 acts on it with a compare-and-set on the committed config it saw, follows the leader when
 leadership moves, and prints the committed config that results (``--format json`` for
 scripts).  The RPC work is in :mod:`nyala.tools.replica_ops`.  Kudu's underscore spellings
 (``change_config add_replica``, ``leader_step_down``, ``move_replica``) work too.
+
+``find-most-up-to-date`` is the first step of recovering a tablet that lost a majority of its
+replicas (docs/recovery.md): it asks every replica the masters know for its log position and
+ranks them, so the operator forces the new config on the survivor that lost the least.
 """
 
 from __future__ import annotations
@@ -24,11 +28,23 @@ from nyala.tools._format import (
     progress,
     timeout_option,
 )
-from nyala.tools.replica_ops import TabletOps, config_rows, member_type, move_replica
+from nyala.tools.replica_ops import TabletOps, config_rows, member_type, most_up_to_date, move_replica
 
 __all__ = ["tablet"]
 
 REPLICA_TYPES = click.Choice(["VOTER", "NON_VOTER"], case_sensitive=False)
+UP_TO_DATE_COLUMNS = (
+    "rank",
+    "uuid",
+    "address",
+    "role",
+    "term",
+    "last_term",
+    "last_index",
+    "commit_index",
+    "applied_index",
+    "error",
+)
 
 
 @click.group(cls=UnderscoreGroup)
@@ -235,3 +251,39 @@ def move_replica_command(
         config, leader, servers = client.run(move(client.aio))
     message = f"moved tablet {tablet_id} from {from_uuid} to {to_uuid}"
     _print_config(output_format, message, tablet_id, config, leader, servers, messages)
+
+
+@tablet.command("find-most-up-to-date")
+@masters_argument
+@click.argument("tablet_id")
+@format_option
+@timeout_option
+@handle_errors
+def find_most_up_to_date(master_addresses: str, tablet_id: str, output_format: str, timeout_s: float) -> None:
+    """Rank the tablet's replicas by how up to date their logs are, most up-to-date first.
+
+    Asks every replica in the masters' view of the tablet's config for its last log entry's
+    term and index and ranks them as Raft's vote rule does: the higher last term first, then
+    the higher last index.  Replicas that do not answer are listed last with the error.  After
+    a tablet lost a majority for good, force the survivors' config
+    (``nyala remote-replica unsafe-change-config``) on the replica ranked first.
+    """
+
+    async def rank(client: AsyncClient) -> list[dict[str, object]]:
+        return await most_up_to_date(client, tablet_id, timeout_s)
+
+    with connect_cli(master_addresses, timeout_s) as client:
+        rows = client.run(rank(client.aio))
+    if output_format == "json":
+        emit_json({"tablet_id": tablet_id, "replicas": rows})
+        return
+    answered = [r for r in rows if r["rank"] is not None]
+    title = f"replicas of tablet {tablet_id}, most up-to-date first ({answered[0]['ranked_by'] if answered else '-'})"
+    emit_rows(rows, list(UP_TO_DATE_COLUMNS), "table", title=title)
+    if not answered:
+        click.echo("no replica answered", err=True)
+        return
+    best = answered[0]
+    click.echo(
+        f"most up-to-date: {best['uuid']} at {best['address']} (last entry {best['last_term']}.{best['last_index']})"
+    )

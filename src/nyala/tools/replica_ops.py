@@ -24,6 +24,11 @@ committed config alone, so a re-run picks up where an interrupted one stopped):
    does not host the tablet yet needs a tablet copy first); the tool waits, showing how far
    the destination's log has come;
 3. a source that leads is stepped down gracefully, then the source is removed.
+
+Majority-loss recovery: :func:`rank_replicas` orders a tablet's replicas by how up to date
+their logs are (the higher last term first, then the longer log, as Raft's vote rule ranks
+them), so the operator forces the config on the survivor that lost the least;
+:func:`delete_remote_replica` tombstones one replica through the server's DeleteTablet.
 """
 
 from __future__ import annotations
@@ -57,21 +62,28 @@ from nyala.rpc import Messenger
 from nyala.services import (
     BULK_CHANGE_CONFIG,
     CHANGE_CONFIG,
+    DELETE_TABLET,
     GET_CONSENSUS_STATE,
+    GET_TABLET_SERVER_STATUS,
     LEADER_STEP_DOWN,
     LIST_TABLETS,
     UNSAFE_CHANGE_CONFIG,
 )
+from nyala.tserver.metadata import TABLET_ID_PATTERN
 
 __all__ = [
+    "DeletedReplica",
     "MoveStep",
     "ReplicaView",
     "TabletOps",
     "config_rows",
+    "delete_remote_replica",
     "list_remote_replicas",
     "member_type",
+    "most_up_to_date",
     "move_replica",
     "next_move_step",
+    "rank_replicas",
     "unsafe_change_config",
 ]
 
@@ -431,3 +443,114 @@ async def unsafe_change_config(
     request = cpb.UnsafeChangeConfigRequestPB(tablet_id=tablet_id, new_config_uuids=list(uuids))
     response = await messenger.call(address, UNSAFE_CHANGE_CONFIG, request, timeout=timeout_s)
     return response.term, response.index
+
+
+@dataclasses.dataclass(frozen=True)
+class DeletedReplica:
+    """What ``remote-replica delete`` did: the server, and whether the replica was a member
+    of its own committed config (then the tablet still counts it until it is removed)."""
+
+    server_uuid: str
+    already_tombstoned: bool
+    still_member: bool
+
+
+async def delete_remote_replica(
+    messenger: Messenger, address: str, tablet_id: str, reason: str, timeout_s: float
+) -> DeletedReplica:
+    """Tombstone the replica of ``tablet_id`` on the tablet server at ``address`` (DeleteTablet,
+    tombstone=True): its rows and log go, its metadata and consensus metadata stay."""
+    if not TABLET_ID_PATTERN.match(tablet_id):
+        raise InvalidArgument(f"{tablet_id!r} is not a tablet id")
+    status, tablets = await asyncio.gather(
+        messenger.call(address, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB(), timeout=timeout_s),
+        messenger.call(address, LIST_TABLETS, tpb.ListTabletsRequestPB(), timeout=timeout_s),
+    )
+    uuid = status.instance.permanent_uuid
+    listed = next((t for t in tablets.tablets if t.tablet_id == tablet_id), None)
+    if listed is None:
+        raise NotFound(f"tablet {tablet_id} has no replica on the tablet server at {address} ({uuid})")
+    already = listed.state == tpb.TOMBSTONED
+    still_member = False
+    if not already:
+        request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[tablet_id])
+        states = await messenger.call(address, GET_CONSENSUS_STATE, request, timeout=timeout_s)
+        still_member = any(p.permanent_uuid == uuid for s in states.tablets for p in s.committed_config.peers)
+    delete = tpb.DeleteTabletRequestPB(dest_uuid=uuid, tablet_id=tablet_id, reason=reason, tombstone=True)
+    await messenger.call(address, DELETE_TABLET, delete, timeout=timeout_s)
+    return DeletedReplica(uuid, already, still_member)
+
+
+# --- the most up-to-date replica -------------------------------------------------------------
+
+
+def rank_replicas(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replicas ranked most up-to-date first: the higher ``last_term``, then the higher
+    ``last_index`` (Raft's vote rule); replicas that did not answer (``last_index`` None) last.
+
+    A server that predates ``last_term`` reports 0 for it; when any answering replica does
+    so with a non-empty log, terms cannot be compared and all are ranked by index alone, with
+    ``ranked_by`` saying so.  Each row gets ``rank`` (1 = most up to date; equals share it).
+    """
+    answered = [r for r in rows if r.get("last_index") is not None]
+    silent = [r for r in rows if r.get("last_index") is None]
+    terms_known = all(r["last_term"] or not r["last_index"] for r in answered)
+
+    def position(row: dict[str, Any]) -> tuple[int, int]:
+        return (int(row["last_term"]), int(row["last_index"])) if terms_known else (0, int(row["last_index"]))
+
+    ranked = sorted(answered, key=position, reverse=True)
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(ranked):
+        rank = out[-1]["rank"] if out and position(ranked[i - 1]) == position(row) else i + 1
+        out.append({**row, "rank": rank, "ranked_by": "last_term, last_index" if terms_known else "last_index"})
+    out.extend({**row, "rank": None, "ranked_by": ""} for row in silent)
+    return out
+
+
+async def _replica_position(
+    messenger: Messenger, uuid: str, address: str, tablet_id: str, timeout_s: float
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "uuid": uuid,
+        "address": address,
+        "role": None,
+        "term": None,
+        "last_term": None,
+        "last_index": None,
+        "commit_index": None,
+        "applied_index": None,
+        "error": None,
+    }
+    if not address:
+        return {**row, "error": "no address is known for this server"}
+    request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[tablet_id])
+    try:
+        response = await messenger.call(address, GET_CONSENSUS_STATE, request, timeout=timeout_s)
+    except NyalaError as exc:
+        return {**row, "error": f"{type(exc).__name__}: {exc}"}
+    if not response.tablets:
+        return {**row, "error": "the replica has no consensus state"}
+    state = response.tablets[0]
+    return {
+        **row,
+        "role": role_name(state.role),
+        "term": state.current_term,
+        "last_term": state.last_term,
+        "last_index": state.last_index,
+        "commit_index": state.commit_index,
+        "applied_index": state.applied_index,
+    }
+
+
+async def most_up_to_date(client: AsyncClient, tablet_id: str, timeout_s: float) -> list[dict[str, Any]]:
+    """Every replica of the tablet in the masters' view of its config, asked for its log
+    position (GetConsensusState) and ranked by :func:`rank_replicas`; a replica that does not
+    answer within ``timeout_s`` is listed last with the error."""
+    if not TABLET_ID_PATTERN.match(tablet_id):
+        raise InvalidArgument(f"{tablet_id!r} is not a tablet id")
+    info = await client.tablet_info(tablet_id, timeout_s=timeout_s)
+    rows = await asyncio.gather(
+        *(_replica_position(client.messenger, r.uuid, r.address, tablet_id, timeout_s) for r in info.replicas)
+    )
+    return rank_replicas(rows)

@@ -53,9 +53,12 @@ from nyala.services import (
     CONNECT_TO_MASTER,
     CREATE_TABLE,
     DELETE_TABLE,
+    DELETE_TABLET,
     GET_CONSENSUS_STATE,
     GET_TABLE_LOCATIONS,
     GET_TABLE_SCHEMA,
+    GET_TABLET_LOCATIONS,
+    GET_TABLET_SERVER_STATUS,
     LIST_MASTERS,
     LIST_TABLES,
     LIST_TABLET_SERVERS,
@@ -99,7 +102,8 @@ class FakeScanner:
 
 
 class FakeTServer:
-    """One tablet server: serves Write, Scan, ListTablets and GetConsensusState."""
+    """One tablet server: serves Write, Scan, ListTablets, GetConsensusState,
+    GetTabletServerStatus and DeleteTablet (which only marks the replica TOMBSTONED)."""
 
     def __init__(self, cluster: FakeCluster, uuid: str) -> None:
         self.cluster = cluster
@@ -120,6 +124,10 @@ class FakeTServer:
         self.rpc.add_method(SCAN, self.scan)
         self.rpc.add_method(LIST_TABLETS, self.list_tablets)
         self.rpc.add_method(GET_CONSENSUS_STATE, self.consensus_state)
+        self.rpc.add_method(GET_TABLET_SERVER_STATUS, self.status)
+        self.rpc.add_method(DELETE_TABLET, self.delete_tablet)
+        #: Every DeleteTablet request served.
+        self.deletes: list[tpb.DeleteTabletRequestPB] = []
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -268,14 +276,28 @@ class FakeTServer:
                 )
         return tpb.ListTabletsResponsePB(tablets=out)
 
+    def status(
+        self, request: tpb.GetTabletServerStatusRequestPB, ctx: CallContext
+    ) -> tpb.GetTabletServerStatusResponsePB:
+        return tpb.GetTabletServerStatusResponsePB(instance=common_pb2.NodeInstancePB(permanent_uuid=self.uuid))
+
+    def delete_tablet(self, request: tpb.DeleteTabletRequestPB, ctx: CallContext) -> tpb.DeleteTabletResponsePB:
+        if request.dest_uuid != self.uuid:
+            raise InvalidArgument(f"request is for server {request.dest_uuid!r} but reached server {self.uuid!r}")
+        self._tablet(request.tablet_id)
+        self.deletes.append(request)
+        self.cluster.tablet_states[(self.uuid, request.tablet_id)] = tpb.TOMBSTONED
+        return tpb.DeleteTabletResponsePB()
+
     def consensus_state(
         self, request: cpb.GetConsensusStateRequestPB, ctx: CallContext
     ) -> cpb.GetConsensusStateResponsePB:
         out = []
         for tablet in self.cluster.tablets.values():
-            if self.uuid not in tablet.replicas:
+            if self.uuid not in tablet.replicas or (request.tablet_ids and tablet.id not in request.tablet_ids):
                 continue
             leader = self.cluster.reported_leaders.get((self.uuid, tablet.id), tablet.leader)
+            last_term, last_index = self.cluster.log_positions.get((self.uuid, tablet.id), (1, tablet.op_index))
             config = cspb.RaftConfigPB(
                 peers=[cspb.RaftPeerPB(permanent_uuid=u, member_type=cspb.VOTER) for u in tablet.replicas]
             )
@@ -286,6 +308,8 @@ class FakeTServer:
                     leader_uuid=leader,
                     role=common_pb2.LEADER if leader == self.uuid else common_pb2.FOLLOWER,
                     committed_config=config,
+                    last_term=last_term,
+                    last_index=last_index,
                 )
             )
         return cpb.GetConsensusStateResponsePB(tablets=out)
@@ -309,6 +333,7 @@ class FakeMaster:
             (CONNECT_TO_MASTER, self.connect_to_master),
             (GET_TABLE_SCHEMA, self.get_table_schema),
             (GET_TABLE_LOCATIONS, self.get_table_locations),
+            (GET_TABLET_LOCATIONS, self.get_tablet_locations),
             (CREATE_TABLE, self.create_table),
             (DELETE_TABLE, self.delete_table),
             (ALTER_TABLE, self.alter_table),
@@ -391,6 +416,32 @@ class FakeMaster:
             hp = common_pb2.HostPortPB(host=ts.address.host, port=ts.address.port)
             response.ts_infos.add(permanent_uuid=ts.uuid, rpc_addresses=[hp])
         for t in chosen:
+            replicas = [
+                mpb.TabletLocationsPB.Replica(
+                    ts_info_idx=servers.index(u),
+                    role=common_pb2.LEADER if u == self.cluster.master_view_leader(t) else common_pb2.FOLLOWER,
+                )
+                for u in t.replicas
+            ]
+            response.tablet_locations.add(
+                tablet_id=t.id, partition=json.dumps(t.partition.to_dict()).encode(), replicas=replicas
+            )
+        return response
+
+    def get_tablet_locations(
+        self, request: mpb.GetTabletLocationsRequestPB, ctx: CallContext
+    ) -> mpb.GetTabletLocationsResponsePB:
+        response = mpb.GetTabletLocationsResponsePB()
+        servers = list(self.cluster.tservers)
+        for ts in self.cluster.tservers.values():
+            assert ts.address is not None
+            hp = common_pb2.HostPortPB(host=ts.address.host, port=ts.address.port)
+            response.ts_infos.add(permanent_uuid=ts.uuid, rpc_addresses=[hp])
+        for tablet_id in request.tablet_ids:
+            t = self.cluster.tablets.get(tablet_id)
+            if t is None:
+                response.errors.add(tablet_id=tablet_id, message=f"tablet {tablet_id} not found")
+                continue
             replicas = [
                 mpb.TabletLocationsPB.Replica(
                     ts_info_idx=servers.index(u),
@@ -535,6 +586,8 @@ class FakeCluster:
         #: (tserver uuid, tablet id) -> leader that replica reports (for ksck tests).
         self.reported_leaders: dict[tuple[str, str], str] = {}
         self.tablet_states: dict[tuple[str, str], Any] = {}
+        #: (tserver uuid, tablet id) -> (last term, last index) that replica reports.
+        self.log_positions: dict[tuple[str, str], tuple[int, int]] = {}
         #: Tablet id -> the leader the master reports (defaults to the real leader).
         self.master_leaders: dict[str, str] = {}
         self._placement = itertools.count()
