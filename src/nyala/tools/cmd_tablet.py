@@ -285,5 +285,6 @@ def find_most_up_to_date(master_addresses: str, tablet_id: str, output_format: s
         return
     best = answered[0]
     click.echo(
-        f"most up-to-date: {best['uuid']} at {best['address']} (last entry {best['last_term']}.{best['last_index']})"
+        f"most up-to-date: {best['uuid']} at {best['address']} "
+        f"(last entry: term {best['last_term']}, index {best['last_index']})"
     )
