@@ -91,7 +91,8 @@ def delete_command(tserver_address: str, tablet_id: str, reason: str, output_for
     Its rows and log are deleted; its metadata and consensus metadata stay, so the server
     keeps reporting it (as TOMBSTONED) and remembers its votes.  A replica that is still a
     member of its tablet's config stays counted by the tablet until it is removed from it
-    (``nyala tablet change-config remove-replica``).
+    (``nyala tablet change-config remove-replica``); the command warns when the replica's own
+    config lists it.
     """
     address = _address(tserver_address)
     reason = reason or f"deleted with nyala remote-replica delete at {time.strftime('%Y-%m-%d %H:%M:%S')}"
@@ -110,7 +111,7 @@ def delete_command(tserver_address: str, tablet_id: str, reason: str, output_for
                 "tablet_id": tablet_id,
                 "server_uuid": done.server_uuid,
                 "already_tombstoned": done.already_tombstoned,
-                "still_member": done.still_member,
+                "in_own_config": done.in_own_config,
             }
         )
         return
@@ -118,10 +119,12 @@ def delete_command(tserver_address: str, tablet_id: str, reason: str, output_for
         click.echo(f"tablet {tablet_id} at {address} ({done.server_uuid}) was already tombstoned")
         return
     click.echo(f"tombstoned the replica of tablet {tablet_id} at {address} ({done.server_uuid}): rows and log deleted")
-    if done.still_member:
+    if done.in_own_config:
+        # The replica's own view: a replica removed from its tablet may never have learned it.
         click.echo(
-            f"warning: {done.server_uuid} is still a member of the tablet's Raft config; remove it with "
-            "nyala tablet change-config remove-replica, or the tablet counts a replica that has no data",
+            f"warning: the replica's own Raft config still lists {done.server_uuid}; if the tablet's config does "
+            "too (nyala cluster ksck), remove it with nyala tablet change-config remove-replica, or the tablet "
+            "counts a replica that has no data",
             err=True,
         )
 

@@ -447,12 +447,13 @@ async def unsafe_change_config(
 
 @dataclasses.dataclass(frozen=True)
 class DeletedReplica:
-    """What ``remote-replica delete`` did: the server, and whether the replica was a member
-    of its own committed config (then the tablet still counts it until it is removed)."""
+    """What ``remote-replica delete`` did: the server, and whether the replica's own committed
+    config listed it (then the tablet may still count it, until it is removed from the config;
+    a replica removed from its tablet may also never have learned so)."""
 
     server_uuid: str
     already_tombstoned: bool
-    still_member: bool
+    in_own_config: bool
 
 
 async def delete_remote_replica(
@@ -471,14 +472,14 @@ async def delete_remote_replica(
     if listed is None:
         raise NotFound(f"tablet {tablet_id} has no replica on the tablet server at {address} ({uuid})")
     already = listed.state == tpb.TOMBSTONED
-    still_member = False
+    in_own_config = False
     if not already:
         request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[tablet_id])
         states = await messenger.call(address, GET_CONSENSUS_STATE, request, timeout=timeout_s)
-        still_member = any(p.permanent_uuid == uuid for s in states.tablets for p in s.committed_config.peers)
+        in_own_config = any(p.permanent_uuid == uuid for s in states.tablets for p in s.committed_config.peers)
     delete = tpb.DeleteTabletRequestPB(dest_uuid=uuid, tablet_id=tablet_id, reason=reason, tombstone=True)
     await messenger.call(address, DELETE_TABLET, delete, timeout=timeout_s)
-    return DeletedReplica(uuid, already, still_member)
+    return DeletedReplica(uuid, already, in_own_config)
 
 
 # --- the most up-to-date replica -------------------------------------------------------------
