@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import click
@@ -96,9 +97,14 @@ def main(
     failed: list[int] = []
     total_steps = 0
     done = 0
+    # What the seeds went through, so a long run can show it exercised what it claims to.
+    totals: Counter[str] = Counter()
     for result in _results(range(start, start + seeds), options, jobs):
         done += 1
         total_steps += result.steps
+        totals.update(result.actions)
+        totals["tablet-copies"] += result.tablet_copies
+        totals["leader-terms"] += result.terms
         if seed is not None:
             _print_details(result)
         if not result.ok:
@@ -110,6 +116,8 @@ def main(
         if seeds >= 500 and done % 500 == 0:
             _print_summary(done, failed, total_steps, time.perf_counter() - started, progress=True)
     _print_summary(done, failed, total_steps, time.perf_counter() - started, progress=False)
+    if seed is None:
+        click.echo("totals: " + ", ".join(f"{k}={v}" for k, v in sorted(totals.items())))
     sys.exit(1 if failed else 0)
 
 
