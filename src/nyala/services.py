@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
+from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.method import PING, RpcMethod
 from nyala.rpc.status import error_to_status, status_to_error
@@ -23,12 +24,16 @@ from nyala.schema import RowFailure
 __all__ = [
     "ALTER_SCHEMA",
     "ALTER_TABLE",
+    "BEGIN_TABLET_COPY_SESSION",
+    "CHECK_TABLET_COPY_SESSION_ACTIVE",
     "CONNECT_TO_MASTER",
     "CREATE_TABLE",
     "CREATE_TABLET",
     "DELETE_TABLE",
     "DELETE_TABLET",
     "DELIVER",
+    "END_TABLET_COPY_SESSION",
+    "FETCH_DATA",
     "GET_CONSENSUS_STATE",
     "GET_MASTER_REGISTRATION",
     "GET_TABLET_LOCATIONS",
@@ -43,6 +48,7 @@ __all__ = [
     "LIST_TABLET_SERVERS",
     "PING",
     "SCAN",
+    "START_TABLET_COPY",
     "TS_HEARTBEAT",
     "WRITE",
     "row_failure_from_pb",
@@ -53,6 +59,7 @@ _MASTER = "MasterService"
 _TSERVER = "TabletServerService"
 _TSERVER_ADMIN = "TabletServerAdminService"
 _CONSENSUS = "ConsensusService"
+_TABLET_COPY = "TabletCopyService"
 
 # MasterService
 GET_MASTER_REGISTRATION = RpcMethod(
@@ -98,6 +105,28 @@ GET_CONSENSUS_STATE = RpcMethod(
     _CONSENSUS, "GetConsensusState", cpb.GetConsensusStateRequestPB, cpb.GetConsensusStateResponsePB
 )
 LEADER_STEP_DOWN = RpcMethod(_CONSENSUS, "LeaderStepDown", cpb.LeaderStepDownRequestPB, cpb.LeaderStepDownResponsePB)
+# Sent by a tablet's leader to a server that needs a copy of the tablet (Kudu puts it here too).
+START_TABLET_COPY = RpcMethod(
+    _CONSENSUS, "StartTabletCopy", tcpb.StartTabletCopyRequestPB, tcpb.StartTabletCopyResponsePB
+)
+
+# TabletCopyService: a copy source's sessions (tablet_copy.proto)
+BEGIN_TABLET_COPY_SESSION = RpcMethod(
+    _TABLET_COPY,
+    "BeginTabletCopySession",
+    tcpb.BeginTabletCopySessionRequestPB,
+    tcpb.BeginTabletCopySessionResponsePB,
+)
+FETCH_DATA = RpcMethod(_TABLET_COPY, "FetchData", tcpb.FetchDataRequestPB, tcpb.FetchDataResponsePB)
+CHECK_TABLET_COPY_SESSION_ACTIVE = RpcMethod(
+    _TABLET_COPY,
+    "CheckSessionActive",
+    tcpb.CheckTabletCopySessionActiveRequestPB,
+    tcpb.CheckTabletCopySessionActiveResponsePB,
+)
+END_TABLET_COPY_SESSION = RpcMethod(
+    _TABLET_COPY, "EndTabletCopySession", tcpb.EndTabletCopySessionRequestPB, tcpb.EndTabletCopySessionResponsePB
+)
 
 
 def row_failure_to_pb(failure: RowFailure) -> tpb.RowErrorPB:
