@@ -32,7 +32,7 @@ from nyala.errors import (
     NyalaError,
     StorageError,
 )
-from nyala.files import copy_durably, fsync_dir
+from nyala.files import copy_durably, copy_file, fsync_dir
 from nyala.schema import OpType, RowFailure, Schema, decode_row_operations
 from nyala.schema.types import INT_BITS
 
@@ -647,12 +647,15 @@ class DuckDBTabletStore:
             return False
         return True
 
-    def snapshot(self, dest_dir: str) -> TabletSnapshot:
+    def snapshot(self, dest_dir: str, *, durable: bool = True) -> TabletSnapshot:
         """Copy the tablet's file(s) into ``dest_dir``; writes wait meanwhile.
 
-        The file is checkpointed first when DuckDB allows; otherwise the file and its WAL are
-        copied as they are, which is as consistent (every commit is in the WAL) but longer
-        to open.
+        The MemRowSet is flushed and the file checkpointed first when DuckDB allows;
+        otherwise the file and its WAL are copied as they are, which is as consistent (every
+        commit is in the WAL) but longer to open.  The copy runs inside the kernel
+        (``copy_file_range``).  ``durable=False`` skips the fsyncs: for a throwaway staging
+        copy (a tablet copy source's), so that writes wait only for the copy into the page
+        cache, never for the disk.
         """
         with self._lock:
             self._check_usable()
@@ -664,9 +667,13 @@ class DuckDBTabletStore:
                 for src in (self.path, self.path + ".wal"):
                     if os.path.exists(src) and os.path.getsize(src) > 0:
                         dst = os.path.join(dest_dir, os.path.basename(src))
-                        copy_durably(src, dst)
+                        if durable:
+                            copy_durably(src, dst)
+                        else:
+                            copy_file(src, dst)
                         files.append(dst)
-                fsync_dir(dest_dir)
+                if durable:
+                    fsync_dir(dest_dir)
             except OSError as e:
                 raise IOFailure(f"tablet {self._tablet_id}: cannot write snapshot to {dest_dir}: {e}") from e
             return TabletSnapshot(self._tablet_id, self._applied, self._schema, tuple(files))
