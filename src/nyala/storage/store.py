@@ -607,6 +607,23 @@ class DuckDBTabletStore:
             self._flush_locked()
             return True
 
+    def flush_in_background(self) -> None:
+        """Write the MemRowSet to DuckDB the way a full one is written, and return once it is.
+
+        The MemRowSet is frozen and the flush thread writes it while applies go on into a new
+        one, so writes do not wait for the rows to be written (only for the commit's moment
+        under the lock).  A tablet copy source calls this before its snapshot, so that the
+        snapshot's own flush, under the lock, has little left to do.
+        """
+        with self._lock:
+            self._wait_for_frozen()
+            self._check_usable()
+            if self._mrs is None or self._durable == self._applied:
+                return
+            self._freeze()
+            self._wait_for_frozen()  # releases the lock while the flush thread writes
+            self._check_usable()
+
     def alter_schema(self, new_schema: Schema, index: int) -> None:
         """Move to ``new_schema`` (columns matched by id) in one transaction with ``index``."""
         with self._lock:

@@ -14,8 +14,11 @@ leader's StartTabletCopy arrives; this module does the talking and the checking:
    offset, at most ``tablet_copy_fetch_max_retries`` times with a growing pause.  A session
    the source no longer knows (it restarted, or the session expired) fails the copy at once.
    All fetches of the server share one :class:`Throttler`
-   (``tablet_copy_throttler_bytes_per_sec``).  Each file is then fsynced and read back to
-   check its whole CRC32C, and the directories are fsynced.
+   (``tablet_copy_throttler_bytes_per_sec``).  Every 64 MiB written to a file, an
+   ``fdatasync`` of it starts on a worker thread while the download goes on, so the disk
+   writes the data as it arrives rather than all of it at the end (on this machine a 1 GB
+   fsync alone takes 2.5 s).  Each file is then fsynced and read back to check its whole
+   CRC32C, and the directories are fsynced.
 3. :meth:`TabletCopyClient.end` ends the session, successful or not (best effort: an
    abandoned session expires on the source by itself).
 
@@ -83,6 +86,8 @@ BEGIN_TIMEOUT_S = 300.0
 FETCH_TIMEOUT_S = 60.0
 END_TIMEOUT_S = 5.0
 _READ_PIECE = 8 << 20
+#: Bytes written to a file between two background syncs of it during a download.
+SYNC_EVERY_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +292,8 @@ class Downloaded:
     directory: Path
     store_files: tuple[Path, ...]
     wal_dir: Path
+    fetch_s: float  # fetching every chunk and writing it
+    verify_s: float  # the fsyncs and the whole-file checks after
 
 
 class TabletCopyClient:
@@ -345,17 +352,33 @@ class TabletCopyClient:
         fd_of = {f.file_id: fd for f, fd in zip(files, fds, strict=True)}
         within = source.location == self._location()
         chunks = deque((f, offset) for f in files for offset in range(0, f.size, self._chunk))
+        unsynced = dict.fromkeys(fd_of, 0)
+        syncing: dict[int, asyncio.Future[None]] = {}
+        syncs: list[asyncio.Future[None]] = []
+
+        def sync_behind(file_id: int, nbytes: int) -> None:
+            """Start an fdatasync of a file every SYNC_EVERY_BYTES, one at a time per file."""
+            unsynced[file_id] += nbytes
+            if unsynced[file_id] < SYNC_EVERY_BYTES or file_id in syncing:
+                return
+            unsynced[file_id] = 0
+            future = syncing[file_id] = asyncio.ensure_future(asyncio.to_thread(os.fdatasync, fd_of[file_id]))
+            future.add_done_callback(lambda _f: syncing.pop(file_id, None))
+            syncs.append(future)
 
         async def worker() -> None:
             while chunks:
                 f, offset = chunks.popleft()
                 data = await self._fetch(request, source, f, offset, min(self._chunk, f.size - offset))
                 await asyncio.to_thread(_pwrite_all, fd_of[f.file_id], data, offset)
+                sync_behind(f.file_id, len(data))
                 if within:
                     self.counters.bytes_within_location += len(data)
                 else:
                     self.counters.bytes_across_locations += len(data)
 
+        started = time.perf_counter()
+        fetched = started
         try:
             tasks = [asyncio.ensure_future(worker()) for _ in range(min(self._window, max(1, len(chunks))))]
             try:
@@ -365,13 +388,22 @@ class TabletCopyClient:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
+            fetched = time.perf_counter()
+            for future in syncs:
+                try:
+                    await future
+                except OSError as e:
+                    raise IOFailure(f"cannot sync the download in {directory}: {e}") from e
             for f in files:
                 await asyncio.to_thread(_finish_file, fd_of.pop(f.file_id), paths[f.file_id], f)
             await asyncio.to_thread(_sync_dirs, directory)
         finally:
+            # A background sync still running holds its descriptor: let it end first.
+            await asyncio.gather(*syncs, return_exceptions=True)
             await asyncio.to_thread(_close_all, list(fd_of.values()))
         store_files = tuple(paths[f.file_id] for f in files if f.kind != tcpb.WAL_SEGMENT)
-        return Downloaded(directory, store_files, directory / WAL_DIR)
+        done = time.perf_counter()
+        return Downloaded(directory, store_files, directory / WAL_DIR, fetched - started, done - fetched)
 
     async def _fetch(self, request: CopyRequest, source: CopySource, f: RemoteFile, offset: int, length: int) -> Any:
         """Bytes ``offset .. offset+length`` of ``f``, retrying failed or damaged chunks."""

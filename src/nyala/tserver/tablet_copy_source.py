@@ -22,10 +22,12 @@ steps, only the second of which stops the tablet's writes:
 FetchData reads any chunk of a listed file by offset (at most
 ``tablet_copy_transfer_chunk_size_bytes``) and returns it as a sidecar with its CRC32C; it is
 stateless, so a destination may fetch in any order, several chunks at once, and resume from
-any offset.  A session ends with EndTabletCopySession, or after
-``tablet_copy_idle_timeout_sec`` without a call: its staging directory is deleted and its
-anchor released.  Sessions live in memory; the staging directories of a crashed server are
-deleted at its next start.
+any offset.  The staged files are memory-mapped for the session and a chunk is a slice of the
+mapping: the socket takes its bytes straight from the page cache, with no copy in between
+(the CRC is computed on a worker thread, which also faults the pages in).  A session ends
+with EndTabletCopySession, or after ``tablet_copy_idle_timeout_sec`` without a call: its
+staging directory is deleted and its anchor released.  Sessions live in memory; the staging
+directories of a crashed server are deleted at its next start.
 
 Why the committed config is read before the WAL's length: the destination restarts from the
 copied log and that config, and a config is only ever committed by an entry of the log.  The
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import mmap
 import os
 import secrets
 import shutil
@@ -80,6 +83,8 @@ class SourceFile:
     path: Path
     size: int
     crc32c: int
+    #: The first ``size`` bytes, mapped (None for an empty file).
+    mapping: mmap.mmap | None = None
 
     def to_pb(self) -> tcpb.DataFilePB:
         return tcpb.DataFilePB(
@@ -100,6 +105,8 @@ class CopySession:
     files: list[SourceFile]
     response: tcpb.BeginTabletCopySessionResponsePB
     last_active: float
+    #: Seconds the store snapshot took: the tablet's writes waited for (most of) it.
+    snapshot_s: float = 0.0
     bytes_served: int = 0
     ended: bool = field(default=False)
 
@@ -207,13 +214,15 @@ class TabletCopySourceManager:
         self._sessions[session_id] = session
         self.sessions_started += 1
         log.info(
-            "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes",
+            "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes; the store "
+            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s",
             token,
             tablet_id,
             requestor,
             session.response.applied_index,
             len(session.files),
             sum(f.size for f in session.files),
+            session.snapshot_s,
         )
         return session.response
 
@@ -229,7 +238,7 @@ class TabletCopySourceManager:
         anchor: LogAnchor,
     ) -> CopySession:
         await asyncio.to_thread(directory.mkdir, parents=True)
-        snapshot, meta = await self._snapshot(tablet, store, directory / "store")
+        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store")
         applied = snapshot.applied_index
         anchors.update(anchor, max(1, applied))
         term, config = raft.term, raft.committed_config
@@ -247,23 +256,41 @@ class TabletCopySourceManager:
         response.metadata.CopyFrom(_metadata_pb(meta))
         response.committed_config.CopyFrom(config_to_pb(config))
         return CopySession(
-            session_id, tablet.tablet_id, requestor, directory, anchors, anchor, files, response, self._clock()
+            session_id,
+            tablet.tablet_id,
+            requestor,
+            directory,
+            anchors,
+            anchor,
+            files,
+            response,
+            self._clock(),
+            snapshot_s,
         )
 
     async def _snapshot(
         self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path
-    ) -> tuple[TabletSnapshot, TabletMetadata]:
-        """The store's snapshot and the tablet metadata as of its applied index.
+    ) -> tuple[TabletSnapshot, TabletMetadata, float]:
+        """The store's snapshot, the tablet metadata as of its applied index, and the seconds the
+        snapshot itself took (under the tablet's lock).
+
+        First the MemRowSet is written by the flush thread (applies go on meanwhile) and the
+        file checkpointed (applies wait, as for any checkpoint), so that the snapshot itself,
+        under the lock, has only a little flushing and checkpointing left before its copy.
 
         A schema change is applied to the store and then settled in the metadata by the apply
         thread; one that lands between the snapshot and reading the metadata shows as a schema
         that differs from the snapshot's, and the snapshot is taken again.
         """
+        await asyncio.to_thread(store.flush_in_background)
+        await asyncio.to_thread(store.checkpoint)
         for _ in range(_SNAPSHOT_ATTEMPTS):
+            started = time.perf_counter()
             snapshot = await asyncio.to_thread(store.snapshot, str(directory), durable=False)
+            snapshot_s = time.perf_counter() - started
             meta = tablet.meta.settle_alter(snapshot.applied_index)
             if meta.schema == snapshot.schema:
-                return snapshot, meta
+                return snapshot, meta, snapshot_s
             await asyncio.to_thread(shutil.rmtree, directory, True)
         raise IllegalState(
             f"tablet {tablet.tablet_id}: its schema kept changing while a tablet copy snapshot was taken"
@@ -290,7 +317,7 @@ class TabletCopySourceManager:
 
     async def fetch(
         self, session_id: bytes, file_id: int, offset: int, max_length: int
-    ) -> tuple[tcpb.FetchDataResponsePB, bytes]:
+    ) -> tuple[tcpb.FetchDataResponsePB, memoryview]:
         """One chunk of a listed file: at most the chunk size from ``offset``, with its CRC32C."""
         session = self._session(session_id)
         now = self._clock()
@@ -309,20 +336,13 @@ class TabletCopySourceManager:
         if max_length < 0:
             raise InvalidArgument(f"max_length must be >= 0 (0 means the server's chunk size), got {max_length}")
         length = min(max_length or self.chunk_size_bytes, self.chunk_size_bytes, source.size - offset)
-        try:
-            data = await asyncio.to_thread(_read_chunk, source.path, offset, length)
-        except OSError as e:
-            self._session(session_id)  # NotFound when the session ended meanwhile
-            raise IOFailure(f"tablet copy source cannot read {source.name}: {e}") from e
-        session.bytes_served += len(data)
-        self.bytes_served += len(data)
+        data = memoryview(source.mapping)[offset : offset + length] if source.mapping is not None else memoryview(b"")
+        crc = await asyncio.to_thread(crc32c.crc32c, data) if length else 0
+        session.bytes_served += length
+        self.bytes_served += length
         session.last_active = self._clock()
         response = tcpb.FetchDataResponsePB(
-            file_id=file_id,
-            offset=offset,
-            length=len(data),
-            chunk_crc32c=crc32c.crc32c(data),
-            file_size_bytes=source.size,
+            file_id=file_id, offset=offset, length=length, chunk_crc32c=crc, file_size_bytes=source.size
         )
         return response, data
 
@@ -351,6 +371,8 @@ class TabletCopySourceManager:
             session.anchors.release(session.anchor)
         except NyalaError:
             pass  # released already
+        for f in session.files:
+            _unmap(f)
         await asyncio.to_thread(shutil.rmtree, session.directory, True)
         log.info(
             "tablet copy session %s of tablet %s ended (%s) after serving %d bytes",
@@ -391,21 +413,23 @@ def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Pat
 
 
 def _describe(file_id: int, kind: tcpb.DataFileKind, path: Path, size: int) -> SourceFile:
-    return SourceFile(file_id, kind, path.name, path, size, file_crc32c(path, size))
+    crc = file_crc32c(path, size)
+    mapping = None
+    if size:
+        # Staged files never shrink below their listed size (a WAL segment only grows, and
+        # closing it cuts only its preallocated tail), so no page of the mapping can vanish.
+        with open(path, "rb") as f:
+            mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        mapping.madvise(mmap.MADV_SEQUENTIAL)
+    return SourceFile(file_id, kind, path.name, path, size, crc, mapping)
 
 
-def _read_chunk(path: Path, offset: int, length: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.pread(fd, length, offset)
-        while len(data) < length:  # a short read (never expected from a regular file)
-            more = os.pread(fd, length - len(data), offset + len(data))
-            if not more:
-                raise OSError(f"{path} ended at {offset + len(data)} bytes, before the listed size")
-            data += more
-        return data
-    finally:
-        os.close(fd)
+def _unmap(f: SourceFile) -> None:
+    if f.mapping is not None:
+        try:
+            f.mapping.close()
+        except BufferError:
+            pass  # a chunk is still on its way to a socket: the mapping closes when it is sent
 
 
 def _metadata_pb(meta: TabletMetadata) -> tcpb.TabletCopyMetadataPB:

@@ -82,7 +82,7 @@ async def tablet_with_rows(manager: TabletManager, batches: int = 10) -> TabletR
 async def fetch_file(sources: TabletCopySourceManager, session_id: bytes, f: tcpb.DataFilePB) -> bytes:
     """Every chunk of a file, fetched last chunk first, reassembled."""
     offsets = list(range(0, f.size_bytes, CHUNK))
-    pieces: dict[int, bytes] = {}
+    pieces: dict[int, memoryview] = {}
     for offset in reversed(offsets):
         response, data = await sources.fetch(session_id, f.file_id, offset, 0)
         assert (response.offset, response.length, response.file_size_bytes) == (offset, len(data), f.size_bytes)
@@ -124,8 +124,8 @@ def test_a_session_lists_a_consistent_snapshot_and_anchors_the_wal(tmp_path: Pat
             data = await fetch_file(sources, begun.session_id, f)
             assert len(data) == f.size_bytes
             assert crc32c.crc32c(data) == f.crc32c
-        response, data = await sources.fetch(begun.session_id, 0, begun.files[0].size_bytes, 0)
-        assert (response.length, data) == (0, b"")  # the end of a file is a valid, empty chunk
+        response, end = await sources.fetch(begun.session_id, 0, begun.files[0].size_bytes, 0)
+        assert (response.length, bytes(end)) == (0, b"")  # the end of a file is a valid, empty chunk
         await sources.end(begun.session_id, True)
         assert not session.directory.exists()
         assert not [a for a in tablet.raft.log_anchors.snapshot() if a.owner.startswith("tablet copy session")]
