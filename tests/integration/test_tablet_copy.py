@@ -1,6 +1,7 @@
 """Tablet copy between real tablet-server processes: a follower left behind the leader's log is
 caught up by an automatic copy; kill -9 of the destination and of the source in the middle of
-a copy; bad input over real RPC.
+a copy; bad input over real RPC; and, with locations, a copy from a replica in the destination's
+location rather than from the leader.
 
 Every server keeps only a short log in memory (``--log-cache-entries``) and small WAL
 segments, so that a follower stopped for a few hundred writes needs entries the leader no
@@ -11,16 +12,22 @@ process it started, even when it fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import pytest
 
+import nyala
 from nyala import errors
+from nyala.client import schema
 from nyala.proto import common_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import OpType, make_row_operations
@@ -30,26 +37,33 @@ from nyala.services import (
     CREATE_TABLET,
     END_TABLET_COPY_SESSION,
     FETCH_DATA,
+    GET_CONSENSUS_STATE,
     GET_TABLET_SERVER_STATUS,
+    LEADER_STEP_DOWN,
     LIST_TABLETS,
     START_TABLET_COPY,
 )
+from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 
-from .test_tserver_kit import SCHEMA, Cluster, create_request, eventually
+from .test_tserver_kit import SCHEMA, Cluster, LoopThread, _make_messenger, create_request, eventually
 
 pytestmark = pytest.mark.timeout(300)
 
 TABLET = "copied"
-FLAGS = [
-    "--heartbeat-interval-ms", "300",
-    "--raft-tick-interval-ms", "25",
-    "--raft-heartbeat-interval-ms", "150",
+# Short in-memory logs, small WAL segments, frequent flushes, prompt copy requests.
+COPY_FLAGS = [
     "--log-cache-entries", "100",
     "--flush-threshold-rows", "200",
     "--log-segment-size-bytes", "65536",
     "--log-max-segments-to-retain", "2",
     "--tablet-copy-start-interval-ms", "300",
     "--tablet-copy-transfer-chunk-size-bytes", "65536",
+]  # fmt: skip
+FLAGS = [
+    "--heartbeat-interval-ms", "300",
+    "--raft-tick-interval-ms", "25",
+    "--raft-heartbeat-interval-ms", "150",
+    *COPY_FLAGS,
 ]  # fmt: skip
 # About 400 KB/s: a tablet of a few MB takes seconds to copy, long enough to be interrupted.
 SLOW = [*FLAGS, "--tablet-copy-throttler-bytes-per-sec", "400000"]
@@ -379,3 +393,95 @@ def test_bad_tablet_copy_calls_are_refused_with_the_problem_named(cluster: Clust
         d.call(servers.addresses[2], START_TABLET_COPY, stale)
     with pytest.raises(errors.AlreadyPresent, match="already has a live replica"):
         d.call(servers.addresses[2], START_TABLET_COPY, good)
+
+
+# -- the copy source: a replica in the destination's location --------------------------------------
+
+
+def test_a_follower_is_copied_from_an_up_to_date_replica_in_its_own_location(tmp_path: Path) -> None:
+    """Locations /a (1 server) and /b (2): the leader is moved to /a, a /b follower is left
+    behind; its copy comes from the other /b replica, and counts as bytes within its location."""
+    options = MiniClusterOptions(
+        num_masters=1,
+        raft_tick_interval_ms=25,
+        raft_heartbeat_interval_ms=150,
+        heartbeat_interval_ms=200,
+        tserver_flags=tuple(COPY_FLAGS),
+    )
+    with (
+        MiniCluster(tmp_path, options, locations={"/a": 1, "/b": 2}) as mc,
+        nyala.connect(mc.master_addresses_flag, timeout_s=60) as client,
+    ):
+        table = client.create_table("located", schema([("id", "int64"), ("s", "string")], primary_key="id"))
+        tablet_id = table.tablets()[0].tablet_id
+        by_uuid = {s.uuid: s for s in mc.tservers}
+        leader_server = mc.tservers_in("/a")[0]
+        messenger_loop = LoopThread()
+        messenger = messenger_loop.run(_make_messenger())
+        try:
+
+            def call(server: ClusterServer, method: Any, request: Any) -> Any:
+                return messenger_loop.run(messenger.call(server.address, method, request, timeout=10))
+
+            def leader_uuid() -> str | None:
+                for server in mc.tservers:
+                    try:
+                        states = call(
+                            server, GET_CONSENSUS_STATE, cpb.GetConsensusStateRequestPB(tablet_ids=[tablet_id])
+                        )
+                    except errors.NyalaError:
+                        continue
+                    state = states.tablets[0]
+                    if state.role == common_pb2.LEADER and state.leader_uuid == server.uuid:
+                        return server.uuid
+                return None
+
+            def leader_in_a() -> bool | None:
+                current = leader_uuid()
+                if current == leader_server.uuid:
+                    return True
+                if current is not None:
+                    request = cpb.LeaderStepDownRequestPB(tablet_id=tablet_id, new_leader_uuid=leader_server.uuid)
+                    with contextlib.suppress(errors.NyalaError):
+                        call(by_uuid[current], LEADER_STEP_DOWN, request)
+                time.sleep(0.3)
+                return None
+
+            eventually(leader_in_a, 60, "the leader to move to /a")
+            dest, peer = mc.tservers_in("/b")
+            table.upsert([{"id": i, "s": "x" * 50} for i in range(200)])
+            dest.process.stop()
+            for start in range(200, 6200, 20):
+                table.upsert([{"id": i, "s": "y" * 50} for i in range(start, start + 20)])
+            mc.restart(dest)
+
+            def copied() -> bool | None:
+                try:
+                    done = call(dest, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB())
+                except errors.NyalaError:
+                    return None
+                return True if done.tablet_copies_completed else None
+
+            eventually(copied, 90, "the /b follower's tablet copy")
+            assert leader_uuid() == leader_server.uuid  # the source choice was the leader's in /a
+            done = call(dest, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB())
+            assert done.location == "/b"
+            assert done.tablet_copy_bytes_within_location > 0
+            assert done.tablet_copy_bytes_across_locations == 0
+            served = {
+                s.location: call(s, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB())
+                for s in mc.tservers
+                if s is not dest
+            }
+            assert served["/b"].tablet_copy_bytes_served == done.tablet_copy_bytes_within_location
+            assert served["/a"].tablet_copy_bytes_served == 0
+
+            def caught_up() -> bool | None:
+                listed = call(dest, LIST_TABLETS, tpb.ListTabletsRequestPB())
+                return True if [t.num_rows for t in listed.tablets if t.tablet_id == tablet_id] == [6200] else None
+
+            eventually(caught_up, 60, "the copied replica to hold every row")
+            assert peer.uuid != dest.uuid
+        finally:
+            messenger_loop.run(messenger.close())
+            messenger_loop.close()
