@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
+from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc.method import PING, RpcMethod
 from nyala.rpc.status import error_to_status, status_to_error
@@ -23,14 +24,18 @@ from nyala.schema import RowFailure
 __all__ = [
     "ALTER_SCHEMA",
     "ALTER_TABLE",
+    "BEGIN_TABLET_COPY_SESSION",
     "BULK_CHANGE_CONFIG",
     "CHANGE_CONFIG",
+    "CHECK_TABLET_COPY_SESSION_ACTIVE",
     "CONNECT_TO_MASTER",
     "CREATE_TABLE",
     "CREATE_TABLET",
     "DELETE_TABLE",
     "DELETE_TABLET",
     "DELIVER",
+    "END_TABLET_COPY_SESSION",
+    "FETCH_DATA",
     "GET_CONSENSUS_STATE",
     "GET_MASTER_REGISTRATION",
     "GET_TABLET_LOCATIONS",
@@ -46,6 +51,7 @@ __all__ = [
     "PING",
     "RUN_LEADER_ELECTION",
     "SCAN",
+    "START_TABLET_COPY",
     "TS_HEARTBEAT",
     "UNSAFE_CHANGE_CONFIG",
     "WRITE",
@@ -57,6 +63,7 @@ _MASTER = "MasterService"
 _TSERVER = "TabletServerService"
 _TSERVER_ADMIN = "TabletServerAdminService"
 _CONSENSUS = "ConsensusService"
+_TABLET_COPY = "TabletCopyService"
 
 # MasterService
 GET_MASTER_REGISTRATION = RpcMethod(
@@ -111,6 +118,28 @@ RUN_LEADER_ELECTION = RpcMethod(
 )
 UNSAFE_CHANGE_CONFIG = RpcMethod(
     _CONSENSUS, "UnsafeChangeConfig", cpb.UnsafeChangeConfigRequestPB, cpb.UnsafeChangeConfigResponsePB
+)
+# Sent by a tablet's leader to a server that needs a copy of the tablet (Kudu puts it here too).
+START_TABLET_COPY = RpcMethod(
+    _CONSENSUS, "StartTabletCopy", tcpb.StartTabletCopyRequestPB, tcpb.StartTabletCopyResponsePB
+)
+
+# TabletCopyService: a copy source's sessions (tablet_copy.proto)
+BEGIN_TABLET_COPY_SESSION = RpcMethod(
+    _TABLET_COPY,
+    "BeginTabletCopySession",
+    tcpb.BeginTabletCopySessionRequestPB,
+    tcpb.BeginTabletCopySessionResponsePB,
+)
+FETCH_DATA = RpcMethod(_TABLET_COPY, "FetchData", tcpb.FetchDataRequestPB, tcpb.FetchDataResponsePB)
+CHECK_TABLET_COPY_SESSION_ACTIVE = RpcMethod(
+    _TABLET_COPY,
+    "CheckSessionActive",
+    tcpb.CheckTabletCopySessionActiveRequestPB,
+    tcpb.CheckTabletCopySessionActiveResponsePB,
+)
+END_TABLET_COPY_SESSION = RpcMethod(
+    _TABLET_COPY, "EndTabletCopySession", tcpb.EndTabletCopySessionRequestPB, tcpb.EndTabletCopySessionResponsePB
 )
 
 

@@ -136,10 +136,12 @@ class TSManager:
         return None if descriptor is None else descriptor.address
 
     def peer_addresses(self) -> list[tpb.PeerAddressPB]:
-        """Where every registered tablet server is (heartbeat responses carry this)."""
+        """Where every registered tablet server is, and its location (heartbeat responses carry this)."""
         return [
             tpb.PeerAddressPB(
-                permanent_uuid=d.uuid, rpc_address=common_pb2.HostPortPB(host=d.address.host, port=d.address.port)
+                permanent_uuid=d.uuid,
+                rpc_address=common_pb2.HostPortPB(host=d.address.host, port=d.address.port),
+                location=d.location,
             )
             for d in self.all()
         ]

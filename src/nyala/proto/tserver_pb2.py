@@ -26,53 +26,53 @@ from nyala.proto import common_pb2 as nyala_dot_proto_dot_common__pb2
 from nyala.proto import consensus_pb2 as nyala_dot_proto_dot_consensus__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19nyala/proto/tserver.proto\x12\rnyala.tserver\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"O\n\rPeerAddressPB\x12\x16\n\x0epermanent_uuid\x18\x01 \x01(\t\x12&\n\x0brpc_address\x18\x02 \x01(\x0b\x32\x11.nyala.HostPortPB\"\x9d\x02\n\x15\x43reateTabletRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12\x11\n\ttablet_id\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x0c\x12\x18\n\x10partition_schema\x18\x06 \x01(\x0c\x12\x0e\n\x06schema\x18\x07 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x08 \x01(\x03\x12-\n\x06\x63onfig\x18\t \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x34\n\x0epeer_addresses\x18\n \x03(\x0b\x32\x1c.nyala.tserver.PeerAddressPB\"\x18\n\x16\x43reateTabletResponsePB\"\x8d\x01\n\x15\x44\x65leteTabletRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x11\n\ttombstone\x18\x04 \x01(\x08\x12+\n#cas_config_opid_index_less_or_equal\x18\x05 \x01(\x03\"\x18\n\x16\x44\x65leteTabletResponsePB\"d\n\x14\x41lterSchemaRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x04 \x01(\x03\"\x17\n\x15\x41lterSchemaResponsePB\">\n\nRowErrorPB\x12\x11\n\trow_index\x18\x01 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x0bRequestIdPB\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x0e\n\x06seq_no\x18\x02 \x01(\x03\x12\x1f\n\x17\x66irst_incomplete_seq_no\x18\x03 \x01(\x03\x12\x12\n\nattempt_no\x18\x04 \x01(\x05\"k\n\x0eWriteRequestPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x16\n\x0eschema_version\x18\x02 \x01(\x03\x12.\n\nrequest_id\x18\x03 \x01(\x0b\x32\x1a.nyala.tserver.RequestIdPB\"V\n\x0fWriteResponsePB\x12\x31\n\x0eper_row_errors\x18\x01 \x03(\x0b\x32\x19.nyala.tserver.RowErrorPB\x12\x10\n\x08op_index\x18\x02 \x01(\x03\"\xdd\x02\n\x10NewScanRequestPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x19\n\x11projected_columns\x18\x02 \x03(\t\x12\x12\n\npredicates\x18\x03 \x01(\x0c\x12\x1f\n\x17lower_bound_primary_key\x18\x04 \x01(\x0c\x12)\n!exclusive_upper_bound_primary_key\x18\x05 \x01(\x0c\x12\r\n\x05limit\x18\x06 \x01(\x03\x12,\n\tread_mode\x18\x07 \x01(\x0e\x32\x19.nyala.tserver.ReadModePB\x12\x19\n\x11min_applied_index\x18\x08 \x01(\x03\x12\x1c\n\x14order_by_primary_key\x18\t \x01(\x08\x12\x18\n\x10last_primary_key\x18\n \x01(\x0c\x12\x16\n\x0eschema_version\x18\x0b \x01(\x03\x12\x13\n\x0bleader_only\x18\x0c \x01(\x08\"\xa4\x01\n\rScanRequestPB\x12\x39\n\x10new_scan_request\x18\x01 \x01(\x0b\x32\x1f.nyala.tserver.NewScanRequestPB\x12\x12\n\nscanner_id\x18\x02 \x01(\x0c\x12\x13\n\x0b\x63\x61ll_seq_id\x18\x03 \x01(\r\x12\x18\n\x10\x62\x61tch_size_bytes\x18\x04 \x01(\r\x12\x15\n\rclose_scanner\x18\x05 \x01(\x08\"j\n\x0eScanResponsePB\x12\x12\n\nscanner_id\x18\x01 \x01(\x0c\x12\x18\n\x10has_more_results\x18\x02 \x01(\x08\x12\x10\n\x08num_rows\x18\x03 \x01(\x03\x12\x18\n\x10last_primary_key\x18\x04 \x01(\x0c\"\x16\n\x14ListTabletsRequestPB\"\x82\x02\n\x15ListTabletsResponsePB\x12>\n\x07tablets\x18\x01 \x03(\x0b\x32-.nyala.tserver.ListTabletsResponsePB.StatusPB\x1a\xa8\x01\n\x08StatusPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12+\n\x05state\x18\x04 \x01(\x0e\x32\x1c.nyala.tserver.TabletStatePB\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x15\n\rapplied_index\x18\x06 \x01(\x03\x12\x10\n\x08num_rows\x18\x07 \x01(\x03\" \n\x1eGetTabletServerStatusRequestPB\"\xaa\x01\n\x1fGetTabletServerStatusResponsePB\x12\'\n\x08instance\x18\x01 \x01(\x0b\x32\x15.nyala.NodeInstancePB\x12\x31\n\x0cregistration\x18\x02 \x01(\x0b\x32\x1b.nyala.ServerRegistrationPB\x12\x14\n\x0cscans_served\x18\x03 \x01(\x03\x12\x15\n\rwrites_served\x18\x04 \x01(\x03*\x81\x01\n\rTabletStatePB\x12\x11\n\rUNKNOWN_STATE\x10\x00\x12\x13\n\x0fNOT_INITIALIZED\x10\x01\x12\x11\n\rBOOTSTRAPPING\x10\x02\x12\x0b\n\x07RUNNING\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\x0c\n\x08STOPPING\x10\x05\x12\x0e\n\nTOMBSTONED\x10\x06*3\n\nReadModePB\x12\x0f\n\x0bREAD_LATEST\x10\x00\x12\x14\n\x10READ_YOUR_WRITES\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19nyala/proto/tserver.proto\x12\rnyala.tserver\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"a\n\rPeerAddressPB\x12\x16\n\x0epermanent_uuid\x18\x01 \x01(\t\x12&\n\x0brpc_address\x18\x02 \x01(\x0b\x32\x11.nyala.HostPortPB\x12\x10\n\x08location\x18\x03 \x01(\t\"\x9d\x02\n\x15\x43reateTabletRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12\x11\n\ttablet_id\x18\x04 \x01(\t\x12\x11\n\tpartition\x18\x05 \x01(\x0c\x12\x18\n\x10partition_schema\x18\x06 \x01(\x0c\x12\x0e\n\x06schema\x18\x07 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x08 \x01(\x03\x12-\n\x06\x63onfig\x18\t \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x34\n\x0epeer_addresses\x18\n \x03(\x0b\x32\x1c.nyala.tserver.PeerAddressPB\"\x18\n\x16\x43reateTabletResponsePB\"\x8d\x01\n\x15\x44\x65leteTabletRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x11\n\ttombstone\x18\x04 \x01(\x08\x12+\n#cas_config_opid_index_less_or_equal\x18\x05 \x01(\x03\"\x18\n\x16\x44\x65leteTabletResponsePB\"d\n\x14\x41lterSchemaRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x04 \x01(\x03\"\x17\n\x15\x41lterSchemaResponsePB\">\n\nRowErrorPB\x12\x11\n\trow_index\x18\x01 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"e\n\x0bRequestIdPB\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x0e\n\x06seq_no\x18\x02 \x01(\x03\x12\x1f\n\x17\x66irst_incomplete_seq_no\x18\x03 \x01(\x03\x12\x12\n\nattempt_no\x18\x04 \x01(\x05\"k\n\x0eWriteRequestPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x16\n\x0eschema_version\x18\x02 \x01(\x03\x12.\n\nrequest_id\x18\x03 \x01(\x0b\x32\x1a.nyala.tserver.RequestIdPB\"V\n\x0fWriteResponsePB\x12\x31\n\x0eper_row_errors\x18\x01 \x03(\x0b\x32\x19.nyala.tserver.RowErrorPB\x12\x10\n\x08op_index\x18\x02 \x01(\x03\"\xdd\x02\n\x10NewScanRequestPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x19\n\x11projected_columns\x18\x02 \x03(\t\x12\x12\n\npredicates\x18\x03 \x01(\x0c\x12\x1f\n\x17lower_bound_primary_key\x18\x04 \x01(\x0c\x12)\n!exclusive_upper_bound_primary_key\x18\x05 \x01(\x0c\x12\r\n\x05limit\x18\x06 \x01(\x03\x12,\n\tread_mode\x18\x07 \x01(\x0e\x32\x19.nyala.tserver.ReadModePB\x12\x19\n\x11min_applied_index\x18\x08 \x01(\x03\x12\x1c\n\x14order_by_primary_key\x18\t \x01(\x08\x12\x18\n\x10last_primary_key\x18\n \x01(\x0c\x12\x16\n\x0eschema_version\x18\x0b \x01(\x03\x12\x13\n\x0bleader_only\x18\x0c \x01(\x08\"\xa4\x01\n\rScanRequestPB\x12\x39\n\x10new_scan_request\x18\x01 \x01(\x0b\x32\x1f.nyala.tserver.NewScanRequestPB\x12\x12\n\nscanner_id\x18\x02 \x01(\x0c\x12\x13\n\x0b\x63\x61ll_seq_id\x18\x03 \x01(\r\x12\x18\n\x10\x62\x61tch_size_bytes\x18\x04 \x01(\r\x12\x15\n\rclose_scanner\x18\x05 \x01(\x08\"j\n\x0eScanResponsePB\x12\x12\n\nscanner_id\x18\x01 \x01(\x0c\x12\x18\n\x10has_more_results\x18\x02 \x01(\x08\x12\x10\n\x08num_rows\x18\x03 \x01(\x03\x12\x18\n\x10last_primary_key\x18\x04 \x01(\x0c\"\x16\n\x14ListTabletsRequestPB\"\x82\x02\n\x15ListTabletsResponsePB\x12>\n\x07tablets\x18\x01 \x03(\x0b\x32-.nyala.tserver.ListTabletsResponsePB.StatusPB\x1a\xa8\x01\n\x08StatusPB\x12\x11\n\ttablet_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\x12\n\ntable_name\x18\x03 \x01(\t\x12+\n\x05state\x18\x04 \x01(\x0e\x32\x1c.nyala.tserver.TabletStatePB\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x15\n\rapplied_index\x18\x06 \x01(\x03\x12\x10\n\x08num_rows\x18\x07 \x01(\x03\" \n\x1eGetTabletServerStatusRequestPB\"\x93\x03\n\x1fGetTabletServerStatusResponsePB\x12\'\n\x08instance\x18\x01 \x01(\x0b\x32\x15.nyala.NodeInstancePB\x12\x31\n\x0cregistration\x18\x02 \x01(\x0b\x32\x1b.nyala.ServerRegistrationPB\x12\x14\n\x0cscans_served\x18\x03 \x01(\x03\x12\x15\n\rwrites_served\x18\x04 \x01(\x03\x12\x1d\n\x15tablet_copies_started\x18\x05 \x01(\x03\x12\x1f\n\x17tablet_copies_completed\x18\x06 \x01(\x03\x12\x1c\n\x14tablet_copies_failed\x18\x07 \x01(\x03\x12)\n!tablet_copy_bytes_within_location\x18\x08 \x01(\x03\x12*\n\"tablet_copy_bytes_across_locations\x18\t \x01(\x03\x12 \n\x18tablet_copy_bytes_served\x18\n \x01(\x03\x12\x10\n\x08location\x18\x0b \x01(\t*\x8e\x01\n\rTabletStatePB\x12\x11\n\rUNKNOWN_STATE\x10\x00\x12\x13\n\x0fNOT_INITIALIZED\x10\x01\x12\x11\n\rBOOTSTRAPPING\x10\x02\x12\x0b\n\x07RUNNING\x10\x03\x12\n\n\x06\x46\x41ILED\x10\x04\x12\x0c\n\x08STOPPING\x10\x05\x12\x0e\n\nTOMBSTONED\x10\x06\x12\x0b\n\x07\x43OPYING\x10\x07*3\n\nReadModePB\x12\x0f\n\x0bREAD_LATEST\x10\x00\x12\x14\n\x10READ_YOUR_WRITES\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nyala.proto.tserver_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TABLETSTATEPB']._serialized_start=2275
-  _globals['_TABLETSTATEPB']._serialized_end=2404
-  _globals['_READMODEPB']._serialized_start=2406
-  _globals['_READMODEPB']._serialized_end=2457
+  _globals['_TABLETSTATEPB']._serialized_start=2526
+  _globals['_TABLETSTATEPB']._serialized_end=2668
+  _globals['_READMODEPB']._serialized_start=2670
+  _globals['_READMODEPB']._serialized_end=2721
   _globals['_PEERADDRESSPB']._serialized_start=99
-  _globals['_PEERADDRESSPB']._serialized_end=178
-  _globals['_CREATETABLETREQUESTPB']._serialized_start=181
-  _globals['_CREATETABLETREQUESTPB']._serialized_end=466
-  _globals['_CREATETABLETRESPONSEPB']._serialized_start=468
-  _globals['_CREATETABLETRESPONSEPB']._serialized_end=492
-  _globals['_DELETETABLETREQUESTPB']._serialized_start=495
-  _globals['_DELETETABLETREQUESTPB']._serialized_end=636
-  _globals['_DELETETABLETRESPONSEPB']._serialized_start=638
-  _globals['_DELETETABLETRESPONSEPB']._serialized_end=662
-  _globals['_ALTERSCHEMAREQUESTPB']._serialized_start=664
-  _globals['_ALTERSCHEMAREQUESTPB']._serialized_end=764
-  _globals['_ALTERSCHEMARESPONSEPB']._serialized_start=766
-  _globals['_ALTERSCHEMARESPONSEPB']._serialized_end=789
-  _globals['_ROWERRORPB']._serialized_start=791
-  _globals['_ROWERRORPB']._serialized_end=853
-  _globals['_REQUESTIDPB']._serialized_start=855
-  _globals['_REQUESTIDPB']._serialized_end=956
-  _globals['_WRITEREQUESTPB']._serialized_start=958
-  _globals['_WRITEREQUESTPB']._serialized_end=1065
-  _globals['_WRITERESPONSEPB']._serialized_start=1067
-  _globals['_WRITERESPONSEPB']._serialized_end=1153
-  _globals['_NEWSCANREQUESTPB']._serialized_start=1156
-  _globals['_NEWSCANREQUESTPB']._serialized_end=1505
-  _globals['_SCANREQUESTPB']._serialized_start=1508
-  _globals['_SCANREQUESTPB']._serialized_end=1672
-  _globals['_SCANRESPONSEPB']._serialized_start=1674
-  _globals['_SCANRESPONSEPB']._serialized_end=1780
-  _globals['_LISTTABLETSREQUESTPB']._serialized_start=1782
-  _globals['_LISTTABLETSREQUESTPB']._serialized_end=1804
-  _globals['_LISTTABLETSRESPONSEPB']._serialized_start=1807
-  _globals['_LISTTABLETSRESPONSEPB']._serialized_end=2065
-  _globals['_LISTTABLETSRESPONSEPB_STATUSPB']._serialized_start=1897
-  _globals['_LISTTABLETSRESPONSEPB_STATUSPB']._serialized_end=2065
-  _globals['_GETTABLETSERVERSTATUSREQUESTPB']._serialized_start=2067
-  _globals['_GETTABLETSERVERSTATUSREQUESTPB']._serialized_end=2099
-  _globals['_GETTABLETSERVERSTATUSRESPONSEPB']._serialized_start=2102
-  _globals['_GETTABLETSERVERSTATUSRESPONSEPB']._serialized_end=2272
+  _globals['_PEERADDRESSPB']._serialized_end=196
+  _globals['_CREATETABLETREQUESTPB']._serialized_start=199
+  _globals['_CREATETABLETREQUESTPB']._serialized_end=484
+  _globals['_CREATETABLETRESPONSEPB']._serialized_start=486
+  _globals['_CREATETABLETRESPONSEPB']._serialized_end=510
+  _globals['_DELETETABLETREQUESTPB']._serialized_start=513
+  _globals['_DELETETABLETREQUESTPB']._serialized_end=654
+  _globals['_DELETETABLETRESPONSEPB']._serialized_start=656
+  _globals['_DELETETABLETRESPONSEPB']._serialized_end=680
+  _globals['_ALTERSCHEMAREQUESTPB']._serialized_start=682
+  _globals['_ALTERSCHEMAREQUESTPB']._serialized_end=782
+  _globals['_ALTERSCHEMARESPONSEPB']._serialized_start=784
+  _globals['_ALTERSCHEMARESPONSEPB']._serialized_end=807
+  _globals['_ROWERRORPB']._serialized_start=809
+  _globals['_ROWERRORPB']._serialized_end=871
+  _globals['_REQUESTIDPB']._serialized_start=873
+  _globals['_REQUESTIDPB']._serialized_end=974
+  _globals['_WRITEREQUESTPB']._serialized_start=976
+  _globals['_WRITEREQUESTPB']._serialized_end=1083
+  _globals['_WRITERESPONSEPB']._serialized_start=1085
+  _globals['_WRITERESPONSEPB']._serialized_end=1171
+  _globals['_NEWSCANREQUESTPB']._serialized_start=1174
+  _globals['_NEWSCANREQUESTPB']._serialized_end=1523
+  _globals['_SCANREQUESTPB']._serialized_start=1526
+  _globals['_SCANREQUESTPB']._serialized_end=1690
+  _globals['_SCANRESPONSEPB']._serialized_start=1692
+  _globals['_SCANRESPONSEPB']._serialized_end=1798
+  _globals['_LISTTABLETSREQUESTPB']._serialized_start=1800
+  _globals['_LISTTABLETSREQUESTPB']._serialized_end=1822
+  _globals['_LISTTABLETSRESPONSEPB']._serialized_start=1825
+  _globals['_LISTTABLETSRESPONSEPB']._serialized_end=2083
+  _globals['_LISTTABLETSRESPONSEPB_STATUSPB']._serialized_start=1915
+  _globals['_LISTTABLETSRESPONSEPB_STATUSPB']._serialized_end=2083
+  _globals['_GETTABLETSERVERSTATUSREQUESTPB']._serialized_start=2085
+  _globals['_GETTABLETSERVERSTATUSREQUESTPB']._serialized_end=2117
+  _globals['_GETTABLETSERVERSTATUSRESPONSEPB']._serialized_start=2120
+  _globals['_GETTABLETSERVERSTATUSRESPONSEPB']._serialized_end=2523
 # @@protoc_insertion_point(module_scope)

@@ -18,6 +18,7 @@ class TabletStatePB(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILED: _ClassVar[TabletStatePB]
     STOPPING: _ClassVar[TabletStatePB]
     TOMBSTONED: _ClassVar[TabletStatePB]
+    COPYING: _ClassVar[TabletStatePB]
 
 class ReadModePB(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -30,16 +31,19 @@ RUNNING: TabletStatePB
 FAILED: TabletStatePB
 STOPPING: TabletStatePB
 TOMBSTONED: TabletStatePB
+COPYING: TabletStatePB
 READ_LATEST: ReadModePB
 READ_YOUR_WRITES: ReadModePB
 
 class PeerAddressPB(_message.Message):
-    __slots__ = ("permanent_uuid", "rpc_address")
+    __slots__ = ("permanent_uuid", "rpc_address", "location")
     PERMANENT_UUID_FIELD_NUMBER: _ClassVar[int]
     RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     permanent_uuid: str
     rpc_address: _common_pb2.HostPortPB
-    def __init__(self, permanent_uuid: _Optional[str] = ..., rpc_address: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ...) -> None: ...
+    location: str
+    def __init__(self, permanent_uuid: _Optional[str] = ..., rpc_address: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ..., location: _Optional[str] = ...) -> None: ...
 
 class CreateTabletRequestPB(_message.Message):
     __slots__ = ("dest_uuid", "table_id", "table_name", "tablet_id", "partition", "partition_schema", "schema", "schema_version", "config", "peer_addresses")
@@ -229,13 +233,27 @@ class GetTabletServerStatusRequestPB(_message.Message):
     def __init__(self) -> None: ...
 
 class GetTabletServerStatusResponsePB(_message.Message):
-    __slots__ = ("instance", "registration", "scans_served", "writes_served")
+    __slots__ = ("instance", "registration", "scans_served", "writes_served", "tablet_copies_started", "tablet_copies_completed", "tablet_copies_failed", "tablet_copy_bytes_within_location", "tablet_copy_bytes_across_locations", "tablet_copy_bytes_served", "location")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     SCANS_SERVED_FIELD_NUMBER: _ClassVar[int]
     WRITES_SERVED_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPIES_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPIES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPIES_FAILED_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPY_BYTES_WITHIN_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPY_BYTES_ACROSS_LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPY_BYTES_SERVED_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     scans_served: int
     writes_served: int
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., scans_served: _Optional[int] = ..., writes_served: _Optional[int] = ...) -> None: ...
+    tablet_copies_started: int
+    tablet_copies_completed: int
+    tablet_copies_failed: int
+    tablet_copy_bytes_within_location: int
+    tablet_copy_bytes_across_locations: int
+    tablet_copy_bytes_served: int
+    location: str
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., scans_served: _Optional[int] = ..., writes_served: _Optional[int] = ..., tablet_copies_started: _Optional[int] = ..., tablet_copies_completed: _Optional[int] = ..., tablet_copies_failed: _Optional[int] = ..., tablet_copy_bytes_within_location: _Optional[int] = ..., tablet_copy_bytes_across_locations: _Optional[int] = ..., tablet_copy_bytes_served: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 import duckdb
 
 from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, IOFailure, NotFound
-from nyala.files import copy_durably, fsync_dir
+from nyala.files import copy_durably, fsync_dir, fsync_file
 from nyala.schema import Schema
 
 from .options import StorageOptions
@@ -143,6 +143,15 @@ class TabletStoreManager:
 
     def open_from_snapshot(self, tablet_id: str, files: Sequence[str]) -> DuckDBTabletStore:
         """Install files made by :meth:`DuckDBTabletStore.snapshot` as tablet ``tablet_id``."""
+        self.install_snapshot(tablet_id, files)
+        return self.open_tablet(tablet_id)
+
+    def install_snapshot(self, tablet_id: str, files: Sequence[str], *, move: bool = False) -> None:
+        """Put the files of a snapshot in place as tablet ``tablet_id``'s, durably, without opening it.
+
+        ``move`` renames the files instead of copying them (they must be on this filesystem
+        and are consumed): a tablet copy's download is installed that way.
+        """
         path = self.path_of(tablet_id)
         if os.path.exists(path) or tablet_id in self._tablets:
             raise AlreadyPresent(f"tablet {tablet_id} already exists; delete it before copying it in")
@@ -150,20 +159,30 @@ class TabletStoreManager:
         if len(main) != 1 or len(files) > 2:
             raise InvalidArgument(f"a tablet snapshot is one .duckdb file and maybe its WAL, got {list(files)}")
         wal = [f for f in files if f.endswith(".duckdb.wal")]
+        if len(main) + len(wal) != len(files):
+            raise InvalidArgument(f"a tablet snapshot is one .duckdb file and maybe its WAL, got {list(files)}")
         try:
             # Copy under temporary names, then rename: a crash mid-copy leaves no tablet file.
             # A stale WAL of an earlier replica must go, or DuckDB would replay it on this copy.
+            # The WAL goes in first: a crash between the two renames leaves a WAL without a
+            # file, which remove_tablet_files clears; never a file with a missing WAL.
             remove_tablet_files(path)
-            if wal:
-                copy_durably(wal[0], path + ".wal.copying")
-                os.replace(path + ".wal.copying", path + ".wal")
-            copy_durably(main[0], path + ".copying")
-            os.replace(path + ".copying", path)
+            for src, dst in ((w, path + ".wal") for w in wal):
+                self._place(src, dst, move)
+            self._place(main[0], path, move)
             fsync_dir(self.data_dir)
         except OSError as e:
             remove_tablet_files(path)
             raise IOFailure(f"tablet {tablet_id}: cannot install snapshot: {e}") from e
-        return self.open_tablet(tablet_id)
+
+    @staticmethod
+    def _place(src: str, dst: str, move: bool) -> None:
+        if move:
+            fsync_file(src)  # the rename must not outlive the data it names
+            os.replace(src, dst)
+        else:
+            copy_durably(src, dst + ".copying")
+            os.replace(dst + ".copying", dst)
 
     def close_tablet(self, tablet_id: str) -> None:
         with self._lock:

@@ -32,7 +32,7 @@ from nyala.errors import (
     NyalaError,
     StorageError,
 )
-from nyala.files import copy_durably, fsync_dir
+from nyala.files import copy_durably, copy_file, fsync_dir
 from nyala.schema import OpType, RowFailure, Schema, decode_row_operations
 from nyala.schema.types import INT_BITS
 
@@ -607,6 +607,23 @@ class DuckDBTabletStore:
             self._flush_locked()
             return True
 
+    def flush_in_background(self) -> None:
+        """Write the MemRowSet to DuckDB the way a full one is written, and return once it is.
+
+        The MemRowSet is frozen and the flush thread writes it while applies go on into a new
+        one, so writes do not wait for the rows to be written (only for the commit's moment
+        under the lock).  A tablet copy source calls this before its snapshot, so that the
+        snapshot's own flush, under the lock, has little left to do.
+        """
+        with self._lock:
+            self._wait_for_frozen()
+            self._check_usable()
+            if self._mrs is None or self._durable == self._applied:
+                return
+            self._freeze()
+            self._wait_for_frozen()  # releases the lock while the flush thread writes
+            self._check_usable()
+
     def alter_schema(self, new_schema: Schema, index: int) -> None:
         """Move to ``new_schema`` (columns matched by id) in one transaction with ``index``."""
         with self._lock:
@@ -647,12 +664,15 @@ class DuckDBTabletStore:
             return False
         return True
 
-    def snapshot(self, dest_dir: str) -> TabletSnapshot:
+    def snapshot(self, dest_dir: str, *, durable: bool = True) -> TabletSnapshot:
         """Copy the tablet's file(s) into ``dest_dir``; writes wait meanwhile.
 
-        The file is checkpointed first when DuckDB allows; otherwise the file and its WAL are
-        copied as they are, which is as consistent (every commit is in the WAL) but longer
-        to open.
+        The MemRowSet is flushed and the file checkpointed first when DuckDB allows;
+        otherwise the file and its WAL are copied as they are, which is as consistent (every
+        commit is in the WAL) but longer to open.  The copy runs inside the kernel
+        (``copy_file_range``).  ``durable=False`` skips the fsyncs: for a throwaway staging
+        copy (a tablet copy source's), so that writes wait only for the copy into the page
+        cache, never for the disk.
         """
         with self._lock:
             self._check_usable()
@@ -664,9 +684,13 @@ class DuckDBTabletStore:
                 for src in (self.path, self.path + ".wal"):
                     if os.path.exists(src) and os.path.getsize(src) > 0:
                         dst = os.path.join(dest_dir, os.path.basename(src))
-                        copy_durably(src, dst)
+                        if durable:
+                            copy_durably(src, dst)
+                        else:
+                            copy_file(src, dst)
                         files.append(dst)
-                fsync_dir(dest_dir)
+                if durable:
+                    fsync_dir(dest_dir)
             except OSError as e:
                 raise IOFailure(f"tablet {self._tablet_id}: cannot write snapshot to {dest_dir}: {e}") from e
             return TabletSnapshot(self._tablet_id, self._applied, self._schema, tuple(files))

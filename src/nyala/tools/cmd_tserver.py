@@ -14,6 +14,7 @@ from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
+from nyala.wal import WalOptions
 
 __all__ = ["tserver"]
 
@@ -54,6 +55,70 @@ def tserver() -> None:
     "per CPU core. Give each of several tablet servers on one machine its share of the cores.",
 )
 @click.option(
+    "--tablet-copy-transfer-chunk-size-bytes",
+    default=4 << 20,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Largest chunk of a tablet copy per FetchData call, served and fetched.",
+)
+@click.option(
+    "--tablet-copy-idle-timeout-sec",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="A tablet copy session with no call for this long ends and releases its files and WAL anchor.",
+)
+@click.option(
+    "--tablet-copy-throttler-bytes-per-sec",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Bytes per second all tablet copies into this server may fetch together; 0 does not throttle.",
+)
+@click.option(
+    "--num-tablets-to-copy-simultaneously",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Tablet copies this server runs as the destination at once.",
+)
+@click.option(
+    "--tablet-copy-start-interval-ms",
+    default=5000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="A leader asks one peer to copy one tablet at most this often.",
+)
+@click.option(
+    "--log-segment-size-bytes",
+    default=8 << 20,
+    show_default=True,
+    type=click.IntRange(min=4096),
+    help="Size at which a tablet's WAL segment is closed and the next one started.",
+)
+@click.option(
+    "--log-max-segments-to-retain",
+    default=80,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Closed WAL segments kept for lagging peers at most; peers further behind need a tablet copy.",
+)
+@click.option(
+    "--log-cache-entries",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Raft entries each tablet keeps in memory behind its applied index; a follower further behind "
+    "needs a tablet copy.",
+)
+@click.option(
+    "--flush-threshold-rows",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Rows a tablet's MemRowSet holds before it is flushed to DuckDB; 0 writes every batch to DuckDB.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -68,6 +133,15 @@ def start(
     raft_heartbeat_interval_ms: int,
     scanner_ttl_ms: int,
     storage_threads: int,
+    tablet_copy_transfer_chunk_size_bytes: int,
+    tablet_copy_idle_timeout_sec: float,
+    tablet_copy_throttler_bytes_per_sec: int,
+    num_tablets_to_copy_simultaneously: int,
+    tablet_copy_start_interval_ms: int,
+    log_segment_size_bytes: int,
+    log_max_segments_to_retain: int,
+    log_cache_entries: int,
+    flush_threshold_rows: int,
     log_level: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
@@ -80,10 +154,20 @@ def start(
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,
-            storage=StorageOptions(storage_threads=storage_threads),
+            storage=StorageOptions(storage_threads=storage_threads, flush_threshold_rows=flush_threshold_rows),
             raft=RaftOptions(
                 raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
             ),
+            wal=WalOptions(
+                segment_size_bytes=log_segment_size_bytes,
+                max_segments_to_retain=max(1, log_max_segments_to_retain),
+            ),
+            log_cache_entries=log_cache_entries,
+            tablet_copy_transfer_chunk_size_bytes=tablet_copy_transfer_chunk_size_bytes,
+            tablet_copy_idle_timeout_sec=tablet_copy_idle_timeout_sec,
+            tablet_copy_throttler_bytes_per_sec=tablet_copy_throttler_bytes_per_sec,
+            num_tablets_to_copy_simultaneously=num_tablets_to_copy_simultaneously,
+            tablet_copy_start_interval_ms=tablet_copy_start_interval_ms,
         )
         run(_serve(options))
     except NyalaError as e:

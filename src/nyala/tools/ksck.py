@@ -346,6 +346,10 @@ def _replica(uuid: str, address: str, tablet_id: str, views: Mapping[str, Server
     return ReplicaCheck(uuid, address, state, role_name(cstate.role), cstate.leader_uuid, cstate.current_term, config)
 
 
+# Replica states on the way to RUNNING: a tablet copy is one (Kudu's ksck says RECOVERING too).
+_RECOVERING = ("BOOTSTRAPPING", "NOT_INITIALIZED", "COPYING")
+
+
 def judge_tablet(table: str, tablet: TabletInfo, views: Mapping[str, ServerView]) -> TabletCheck:
     """The health of one tablet from what its replicas report."""
     replicas = tuple(_replica(r.uuid, r.address, tablet.tablet_id, views) for r in tablet.replicas)
@@ -353,11 +357,11 @@ def judge_tablet(table: str, tablet: TabletInfo, views: Mapping[str, ServerView]
     problems: list[str] = []
     status = TabletStatus.HEALTHY
     running = [r for r in replicas if r.state == "RUNNING"]
-    bad = [r for r in replicas if r.state not in ("RUNNING", "BOOTSTRAPPING", "NOT_INITIALIZED")]
+    bad = [r for r in replicas if r.state not in ("RUNNING", *_RECOVERING)]
     for r in replicas:
         if r.state != "RUNNING":
             problems.append(f"{where}: replica on {r.address or r.uuid} is {r.state}")
-    if any(r.state in ("BOOTSTRAPPING", "NOT_INITIALIZED") for r in replicas):
+    if any(r.state in _RECOVERING for r in replicas):
         status = TabletStatus.RECOVERING
     if bad:
         status = max(status, TabletStatus.UNDER_REPLICATED)

@@ -23,7 +23,15 @@ Raft transport, apply pool) plus:
 - the heartbeater (:mod:`.heartbeat`): a loop per master with full and incremental tablet
   reports, early heartbeats when a tablet's leader or config changes, and the peers'
   addresses learned from the answers;
-- the admin and consensus calls (:mod:`.admin`).
+- the admin and consensus calls (:mod:`.admin`);
+- tablet copy: a leader asks a peer it can no longer catch up, or a server in the config that
+  lacks the tablet, to copy it (:mod:`.tablet_copy_leader`, choosing a source in the
+  destination's location when one is up to date); a source serves a consistent snapshot
+  in sessions (:mod:`.tablet_copy_source`: the store file copied locally under the tablet's
+  lock, the WAL segments linked and anchored, CRC32C-checked chunks in sidecars); the
+  destination downloads, checks and installs it crash-safely and bootstraps it
+  (:mod:`.tablet_copy_client`, :meth:`.manager.TabletManager.start_copy`); the RPCs are in
+  :mod:`.tablet_copy_service`.
 
 Where a write and a scan go, step by step, from the client's call to its answer (which event
 loop, task, queue, thread or thread pool does each part, and why), is told in

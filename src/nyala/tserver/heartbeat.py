@@ -15,7 +15,10 @@ The first report to each master is full, as is the one after ``needs_full_tablet
 :meth:`Heartbeater.trigger` sends the next heartbeats at once: the tablet manager calls it
 when a replica's role, leader, term, config or schema changes, so a new leader reaches the
 masters without waiting for the interval.  Answers carry every tablet server's address,
-which goes into the Raft transport's directory so replicas can reach peers by uuid.
+which goes into the Raft transport's directory so replicas can reach peers by uuid, and its
+location, kept in :attr:`Heartbeater.locations` with this server's own
+(:attr:`Heartbeater.own_location`): a leader copies a tablet to a peer from a replica in the
+peer's location when there is one.
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ class Heartbeater:
         self._timeout_s = rpc_timeout_ms / 1000
         self._sequence = 0
         self._tasks: list[asyncio.Task[None]] = []
+        #: Every tablet server's location by uuid, as the masters last said ("" unknown or none).
+        self.locations: dict[str, str] = {}
+        #: This server's location, as the masters assigned it.
+        self.own_location = ""
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -91,6 +98,10 @@ class Heartbeater:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+    def location_of(self, uuid: str) -> str:
+        """Where tablet server ``uuid`` is ("" when unknown or locations are not configured)."""
+        return self.own_location if uuid == self._instance.permanent_uuid else self.locations.get(uuid, "")
 
     def trigger(self) -> None:
         """Heartbeat every master now (a tablet changed in a way masters must learn soon)."""
@@ -157,9 +168,13 @@ class Heartbeater:
         response: mpb.TSHeartbeatResponsePB,
     ) -> None:
         link.is_leader = response.leader_master
+        if response.location:
+            self.own_location = response.location
         for peer in response.tserver_addresses:
             if peer.permanent_uuid and peer.rpc_address.port:
                 self._directory.learn(peer.permanent_uuid, HostPort(peer.rpc_address.host, peer.rpc_address.port))
+                if peer.location:
+                    self.locations[peer.permanent_uuid] = peer.location
         if response.needs_reregister:
             link.registered = False
             link.needs_full_report = True

@@ -5,6 +5,7 @@ On-disk layout under the server's data directory::
     tablets/<tablet_id>/tablet_meta.json   metadata (see :mod:`.metadata`)
     tablets/<tablet_id>/cmeta              consensus metadata (term, vote, committed config)
     tablets/<tablet_id>/wal/               the tablet's write-ahead log
+    tablets/<tablet_id>.copy-tmp/          a tablet copy's download, until it is installed
     stores/<tablet_id>.duckdb              the tablet's rows, ATTACHed to the one DuckDB instance
 
 Creation writes the metadata (CREATING) first, then the store, then the Raft replica
@@ -14,27 +15,43 @@ the tablet is still reported (as TOMBSTONED) and can be recognised.  Startup fin
 interrupted creation or deletion, then bootstraps every READY tablet: open the store (its
 applied index), open the Raft replica (which replays the WAL after that index), RUNNING.  A
 tablet that cannot open is FAILED with its error; the others carry on.
+
+Tablet copy (a leader's StartTabletCopy; :mod:`.tablet_copy_client` fetches the files): the
+request is checked at once (a live replica is refused unless the leader can no longer catch
+it up; a caller whose term is below the local replica's is refused), then in the background
+the source's session is opened, a live replica being replaced is tombstoned, the metadata is
+written COPYING (reported as COPYING; the replica neither serves nor is registered with the
+Raft transport), the files are downloaded into ``tablets/<id>.copy-tmp/`` and checked, then
+installed: the store file and the WAL segments renamed into place, the consensus metadata
+written (the higher of the local and the source's term, the local vote only with the local
+term, the source's committed config), the metadata flipped to READY, and the tablet
+bootstrapped as at startup.  A copy that fails leaves a tombstone (or nothing, when there was
+no consensus metadata); one interrupted by a crash is found COPYING at startup and cleaned
+the same way, and every ``*.copy-tmp`` directory is deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 
-from nyala.consensus.core import RaftConfig
+from nyala.consensus.core import HardState, RaftConfig
 from nyala.consensus.runtime import ConsensusMetadata, RaftReplica, RaftTransport, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
-from nyala.errors import Aborted, AlreadyPresent, NotFound, NyalaError
+from nyala.errors import Aborted, AlreadyPresent, IllegalState, NotFound, NyalaError, ServiceUnavailable
+from nyala.files import fsync_dir
 from nyala.proto import tserver_pb2 as tpb
 from nyala.storage import DuckDBTabletStore, StorageOptions, TabletStoreManager
 from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, MetadataFile, TabletMetadata
 from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
+from nyala.tserver.tablet_copy_client import COPY_TMP_SUFFIX, CopyRequest, CopySource, Downloaded, TabletCopyClient
 
 __all__ = ["TabletManager"]
 
@@ -74,6 +91,17 @@ class TabletManager:
         self.unreadable: dict[str, str] = {}
         #: Called (on the event loop) when a tablet's state, role, leader, config or schema changed.
         self.on_change: Callable[[], None] = lambda: None
+        #: Called with (tablet, peer uuid) when a leading replica finds a peer needs a tablet copy.
+        self.on_copy_needed: Callable[[TabletReplica, str], None] = lambda _tablet, _peer: None
+        #: Called with a tablet id before its replica is closed for deletion (open scanners go).
+        self.before_delete: Callable[[str], None] = lambda _tablet_id: None
+        #: Fetches tablet copies into this server; None refuses StartTabletCopy.
+        self.copy_client: TabletCopyClient | None = None
+        #: At most this many tablet copies run into this server at once.
+        self.max_copies = 10
+        self._copies: dict[str, asyncio.Task[None]] = {}
+        self._loaded = False
+        self._closing = False
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -82,6 +110,9 @@ class TabletManager:
         if tablet is None:
             raise NotFound(f"tablet {tablet_id!r} is not hosted on this server")
         return tablet
+
+    def find(self, tablet_id: str) -> TabletReplica | None:
+        return self._tablets.get(tablet_id)
 
     def tablets(self) -> list[TabletReplica]:
         return list(self._tablets.values())
@@ -101,6 +132,10 @@ class TabletManager:
         """Load every tablet directory, finish interrupted work, then bootstrap each tablet."""
         directories = await asyncio.to_thread(lambda: sorted(p for p in self._dir.iterdir() if p.is_dir()))
         for directory in directories:
+            if directory.name.endswith(COPY_TMP_SUFFIX):
+                log.warning("removing %s: the download of a tablet copy that did not finish", directory)
+                await asyncio.to_thread(shutil.rmtree, directory, True)
+                continue
             if not TABLET_ID_PATTERN.match(directory.name):
                 log.warning("ignoring %s: not a tablet directory", directory)
                 continue
@@ -108,6 +143,7 @@ class TabletManager:
             if tablet is not None:
                 self._tablets[tablet.tablet_id] = tablet
         await asyncio.to_thread(self._remove_orphan_stores)
+        self._loaded = True
         self._changed()
         for tablet in self.tablets():
             if tablet.state == tpb.BOOTSTRAPPING:
@@ -127,6 +163,14 @@ class TabletManager:
             log.error("cannot load tablet in %s: %s", directory, e)
             self.unreadable[directory.name] = str(e)
             return None
+        if meta.data_state is DataState.COPYING:
+            log.warning("%s: a tablet copy that did not finish; deleting what it installed", directory)
+            self._delete_data(meta.tablet_id, directory)
+            if not (directory / CMETA_FILE).exists():
+                self._remove_files(meta.tablet_id, directory)
+                return None
+            meta = meta.with_state(DataState.TOMBSTONED, "a tablet copy did not finish")
+            meta.save(directory)
         if meta.data_state is DataState.CREATING:
             if not (directory / CMETA_FILE).exists():
                 log.warning("removing %s: a tablet creation that never finished", directory)
@@ -182,6 +226,7 @@ class TabletManager:
 
     def _start_serving(self, tablet: TabletReplica, store: DuckDBTabletStore, raft: RaftReplica) -> None:
         raft.on_change = lambda _replica: self._changed()
+        raft.on_copy_needed = lambda _replica, peer: self.on_copy_needed(tablet, peer)
         tablet.attach(store, raft)
         self._changed()
 
@@ -191,6 +236,8 @@ class TabletManager:
         """Create a new replica; an existing one with the same table, partition and members is
         returned as is (a retried request), a tombstone is replaced."""
         async with self._lock(meta.tablet_id):
+            if meta.tablet_id in self._copies:
+                raise IllegalState(f"a tablet copy of {meta.tablet_id} is in progress on this server")
             existing = self._tablets.get(meta.tablet_id)
             if existing is not None:
                 if existing.state != tpb.TOMBSTONED:
@@ -240,25 +287,37 @@ class TabletManager:
     # -- deletion ---------------------------------------------------------------------------------
 
     async def delete(self, tablet_id: str, *, tombstone: bool, reason: str, cas_config_index: int | None) -> None:
-        """Delete a replica, keeping a tombstone when asked; deleting a tombstone again is a no-op."""
-        tablet = self.get(tablet_id)
+        """Delete a replica, keeping a tombstone when asked; deleting a tombstone again is a no-op.
+
+        A tablet copy in progress is cancelled first (it leaves a tombstone or nothing).
+        """
+        if tablet_id in self._copies:
+            self.get(tablet_id)  # NotFound for a copy that has not begun: nothing to delete yet
+            await self._cancel_copy(tablet_id)
+        self.get(tablet_id)
         async with self._lock(tablet_id):
+            tablet = self.get(tablet_id)
             if tablet.state == tpb.TOMBSTONED and tombstone:
                 return
             if cas_config_index is not None:
                 _check_config_cas(tablet, cas_config_index)
-            tablet.set_state(tpb.STOPPING)
-            raft, tablet.raft, tablet.store = tablet.raft, None, None
-            if raft is not None:
-                await raft.close()
-            if tombstone:
-                await asyncio.to_thread(self._tombstone, tablet, reason)
-                tablet.set_state(tpb.TOMBSTONED)
-            else:
-                await asyncio.to_thread(self._remove_files, tablet_id, tablet.directory)
-                del self._tablets[tablet_id]
+            await self._delete_locked(tablet, tombstone=tombstone, reason=reason)
         log.info("deleted tablet %s (%s): %s", tablet_id, "tombstoned" if tombstone else "removed", reason)
         self._changed()
+
+    async def _delete_locked(self, tablet: TabletReplica, *, tombstone: bool, reason: str) -> None:
+        """Close the replica and tombstone or remove it (the tablet's lock held)."""
+        self.before_delete(tablet.tablet_id)
+        tablet.set_state(tpb.STOPPING)
+        raft, tablet.raft, tablet.store = tablet.raft, None, None
+        if raft is not None:
+            await raft.close()
+        if tombstone:
+            await asyncio.to_thread(self._tombstone, tablet, reason)
+            tablet.set_state(tpb.TOMBSTONED)
+        else:
+            await asyncio.to_thread(self._remove_files, tablet.tablet_id, tablet.directory)
+            del self._tablets[tablet.tablet_id]
 
     def _tombstone(self, tablet: TabletReplica, reason: str) -> None:
         tablet.metadata.update(lambda m: m.with_state(DataState.TOMBSTONED, reason))
@@ -275,6 +334,201 @@ class TabletManager:
         (directory / META_FILE).unlink(missing_ok=True)
         self.stores.delete_tablet(tablet_id)
         shutil.rmtree(directory, ignore_errors=True)
+
+    # -- tablet copy (the destination) --------------------------------------------------------------
+
+    def copies_in_progress(self) -> list[str]:
+        """The tablets being copied into this server now."""
+        return sorted(self._copies)
+
+    async def start_copy(self, request: CopyRequest) -> None:
+        """Check a StartTabletCopy and start the copy in the background; returns at once.
+
+        Raises IllegalState when a copy of the tablet is already running or the caller's term
+        is stale, AlreadyPresent for a live replica the request may not replace,
+        ServiceUnavailable while this server is starting, stopping or already runs
+        ``num_tablets_to_copy_simultaneously`` copies.
+        """
+        tablet_id = request.tablet_id
+        if self.copy_client is None:
+            raise IllegalState("this server does not take tablet copies")
+        if not self._loaded or self._closing:
+            raise ServiceUnavailable("this tablet server is starting or stopping; ask again")
+        if tablet_id in self._copies:
+            raise IllegalState(f"a tablet copy of {tablet_id} is already in progress on this server")
+        if len(self._copies) >= self.max_copies:
+            raise ServiceUnavailable(
+                f"{len(self._copies)} tablet copies are running on this server, as many as "
+                f"num_tablets_to_copy_simultaneously allows; ask again later"
+            )
+        existing = self._tablets.get(tablet_id)
+        if existing is not None:
+            self._check_copy_allowed(existing, request)
+        self._copies[tablet_id] = self._loop.create_task(self._run_copy(request), name=f"tablet-copy-{tablet_id}")
+        log.info(
+            "tablet copy of %s from %s (%s) started, asked by %s in term %d%s",
+            tablet_id,
+            request.source_uuid,
+            request.source_address,
+            request.caller_uuid,
+            request.caller_term,
+            "; it replaces the live replica" if existing is not None and existing.state != tpb.TOMBSTONED else "",
+        )
+
+    def _check_copy_allowed(self, existing: TabletReplica, request: CopyRequest) -> None:
+        tablet_id = request.tablet_id
+        state = existing.state
+        if state == tpb.COPYING:
+            raise IllegalState(f"a tablet copy of {tablet_id} is already in progress on this server")
+        if state in (tpb.BOOTSTRAPPING, tpb.STOPPING):
+            raise ServiceUnavailable(f"the replica of {tablet_id} here is {existing.state_name}; ask again")
+        raft = existing.raft
+        term = raft.term if raft is not None else _stored_term(existing)
+        if term is not None and request.caller_term < term:
+            raise IllegalState(
+                f"tablet copy of {tablet_id} refused: caller {request.caller_uuid} asks in term {request.caller_term}, "
+                f"but the replica here has seen term {term} (a newer leader exists)"
+            )
+        if state == tpb.TOMBSTONED:
+            return
+        if not request.replace_live:
+            raise AlreadyPresent(
+                f"tablet {tablet_id} already has a live replica here ({existing.state_name}); a tablet copy replaces "
+                f"only a tombstone, or a replica the leader says it can no longer catch up"
+            )
+        first = request.leader_first_index
+        if raft is not None and first > 0 and raft.commit_index >= first - 1:
+            raise AlreadyPresent(
+                f"the replica of {tablet_id} here has committed up to index {raft.commit_index}, and the leader's "
+                f"log still holds index {first} on: replication can catch it up, so it is not replaced"
+            )
+
+    async def _cancel_copy(self, tablet_id: str) -> None:
+        task = self._copies.get(tablet_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run_copy(self, request: CopyRequest) -> None:
+        client = self.copy_client
+        assert client is not None
+        tablet_id = request.tablet_id
+        temporary = self._dir / (tablet_id + COPY_TMP_SUFFIX)
+        source: CopySource | None = None
+        tablet: TabletReplica | None = None
+        outcome = "cancelled"
+        client.counters.started += 1
+        try:
+            source = await client.begin(request)
+            tablet = await self._prepare_copy(request, source)
+            downloaded = await client.download(request, source, temporary)
+            done, source = source, None
+            await client.end(request, done, True)
+            log.info(
+                "tablet copy of %s: fetched %d bytes in %d files from %s in %.2f s (%.2f s to fetch and write, "
+                "%.2f s to sync and check)",
+                tablet_id,
+                done.total_bytes,
+                len(done.files),
+                request.source_uuid,
+                downloaded.fetch_s + downloaded.verify_s,
+                downloaded.fetch_s,
+                downloaded.verify_s,
+            )
+            await self._install_copy(tablet, done, downloaded)
+            outcome = "installed"
+        except Exception as e:
+            outcome = f"failed: {type(e).__name__}: {e}"
+            log.warning("tablet copy of %s from %s %s", tablet_id, request.source_uuid, outcome)
+        finally:
+            if source is not None:
+                await client.end(request, source, False)
+            if outcome == "installed":
+                client.counters.completed += 1
+            else:
+                client.counters.failed += 1
+                await self._abandon_copy(tablet_id, tablet, temporary, f"tablet copy {outcome}")
+            self._copies.pop(tablet_id, None)
+
+    async def _prepare_copy(self, request: CopyRequest, source: CopySource) -> TabletReplica:
+        """Tombstone a live replica being replaced and write the metadata COPYING (under the lock)."""
+        tablet_id = request.tablet_id
+        async with self._lock(tablet_id):
+            existing = self._tablets.get(tablet_id)
+            if existing is not None:
+                self._check_copy_allowed(existing, request)  # again: it may have changed meanwhile
+                if existing.state != tpb.TOMBSTONED:
+                    await self._delete_locked(existing, tombstone=True, reason="replaced by a tablet copy")
+            directory = self._dir / tablet_id
+            await asyncio.to_thread(self._write_copying, directory, source)
+            tablet = TabletReplica(directory, MetadataFile(directory, source.metadata), self._new_tracker())
+            tablet.set_state(tpb.COPYING)
+            self._tablets[tablet_id] = tablet
+        self._changed()
+        return tablet
+
+    def _write_copying(self, directory: Path, source: CopySource) -> None:
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(self._dir)
+        self._delete_data(source.metadata.tablet_id, directory)  # a tombstone has none; be sure
+        source.metadata.save(directory)
+
+    async def _install_copy(self, tablet: TabletReplica, source: CopySource, downloaded: Downloaded) -> None:
+        """Put the checked download in place, durably, then bootstrap the tablet as at startup."""
+        tablet_id = tablet.tablet_id
+        async with self._lock(tablet_id):
+            if self._tablets.get(tablet_id) is not tablet or tablet.state != tpb.COPYING:
+                raise Aborted(f"tablet {tablet_id} was deleted or replaced while it was being copied")
+            await asyncio.to_thread(self._install_files, tablet, source, downloaded)
+            tablet.set_state(tpb.BOOTSTRAPPING)
+            self._changed()
+            await self._bootstrap(tablet)
+        log.info(
+            "tablet copy of %s installed: applied index %d, term %d, members %s",
+            tablet_id,
+            source.applied_index,
+            source.term,
+            list(source.config.peer_ids),
+        )
+
+    def _install_files(self, tablet: TabletReplica, source: CopySource, downloaded: Downloaded) -> None:
+        directory = tablet.directory
+        self.stores.install_snapshot(tablet.tablet_id, [str(p) for p in downloaded.store_files], move=True)
+        wal = directory / WAL_DIR
+        shutil.rmtree(wal, ignore_errors=True)
+        os.replace(downloaded.wal_dir, wal)  # its segments and the directory were synced by the download
+        fsync_dir(directory)
+        # Terms never go back, and a vote stands only in the term it was cast in.
+        term, vote = source.term, ""
+        try:
+            local = ConsensusMetadata.load(directory)
+        except NotFound:
+            local = None
+        if local is not None and local.hard_state.term >= source.term:
+            term, vote = local.hard_state.term, local.hard_state.vote
+        # The source applied A, so A is committed: the hint lets a restart apply that far at once.
+        ConsensusMetadata(HardState(term, vote, source.applied_index), source.config).save(directory)
+        tablet.metadata.update(lambda m: m.with_state(DataState.READY))
+        shutil.rmtree(downloaded.directory, ignore_errors=True)
+
+    async def _abandon_copy(self, tablet_id: str, tablet: TabletReplica | None, temporary: Path, reason: str) -> None:
+        """Remove what a failed copy left: its download, and a COPYING replica (to a tombstone)."""
+        async with self._lock(tablet_id):
+            await asyncio.to_thread(shutil.rmtree, temporary, True)
+            if tablet is not None and self._tablets.get(tablet_id) is tablet and tablet.state == tpb.COPYING:
+                await asyncio.to_thread(self._undo_copy, tablet, reason)
+        self._changed()
+
+    def _undo_copy(self, tablet: TabletReplica, reason: str) -> None:
+        self._delete_data(tablet.tablet_id, tablet.directory)
+        if (tablet.directory / CMETA_FILE).exists():
+            tablet.metadata.update(lambda m: m.with_state(DataState.TOMBSTONED, reason))
+            tablet.set_state(tpb.TOMBSTONED)
+        else:
+            self._remove_files(tablet.tablet_id, tablet.directory)
+            del self._tablets[tablet.tablet_id]
 
     # -- maintenance and shutdown ---------------------------------------------------------------------
 
@@ -300,6 +554,9 @@ class TabletManager:
                     log.warning("checkpoint of tablet %s failed: %s", tablet.tablet_id, e)
 
     async def close(self) -> None:
+        self._closing = True
+        for tablet_id in list(self._copies):
+            await self._cancel_copy(tablet_id)
         for tablet in self.tablets():
             if tablet.raft is not None:
                 await tablet.raft.close()
@@ -320,6 +577,14 @@ def _check_same_tablet(existing: TabletReplica, meta: TabletMetadata, config: Ra
             f"tablet {meta.tablet_id} already exists here with Raft members {sorted(members)}, "
             f"not {sorted(config.peer_ids)}"
         )
+
+
+def _stored_term(tablet: TabletReplica) -> int | None:
+    """The term in a replica's consensus metadata (a tombstone's), None when it has none."""
+    try:
+        return ConsensusMetadata.load(tablet.directory).hard_state.term
+    except NyalaError:
+        return None
 
 
 def _check_config_cas(tablet: TabletReplica, cas_config_index: int) -> None:

@@ -7,7 +7,11 @@ file.  ``data_state`` makes creation and deletion crash-safe:
 - ``CREATING`` is written before anything else exists; a tablet found in this state at
   startup without consensus metadata never got a vote out and is garbage to remove;
 - ``READY`` means store, WAL and consensus metadata exist;
-- ``TOMBSTONED`` is written before the data files are deleted; startup finishes the deletion.
+- ``TOMBSTONED`` is written before the data files are deleted; startup finishes the deletion;
+- ``COPYING`` is written before a tablet copy puts anything in place (:mod:`.tablet_copy_client`);
+  a tablet found in this state at startup is a copy that did not finish: whatever it
+  installed is deleted and it becomes a tombstone (when it has consensus metadata, so its
+  term is kept) or disappears.
 
 A schema change is applied to the store in the same DuckDB transaction as its Raft index, but
 the schema *version* lives here, so the change is announced first as ``pending_alter``
@@ -42,6 +46,7 @@ class DataState(enum.Enum):
     CREATING = "CREATING"
     READY = "READY"
     TOMBSTONED = "TOMBSTONED"
+    COPYING = "COPYING"
 
 
 @dataclass(frozen=True, slots=True)

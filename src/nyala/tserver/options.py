@@ -62,6 +62,44 @@ class TabletServerOptions(ServerOptions):
         "How long a tablet remembers a client that sends no writes (Kudu's remember_clients_ttl_ms).",
         "advanced",
     )
+    tablet_copy_transfer_chunk_size_bytes: int = setting(
+        4 * MiB,
+        "Largest chunk a tablet copy source returns per FetchData call, in bytes (Kudu's "
+        "tablet_copy_transfer_chunk_size_bytes).",
+        "advanced",
+    )
+    tablet_copy_idle_timeout_sec: float = setting(
+        600.0,
+        "A tablet copy session with no call for this long ends, its staging files are deleted and its "
+        "WAL anchor released (Kudu's tablet_copy_idle_timeout_sec).",
+        "advanced",
+    )
+    tablet_copy_throttler_bytes_per_sec: int = setting(
+        0,
+        "Bytes per second all tablet copies into this server may fetch together; 0 does not throttle "
+        "(Kudu's tablet_copy_throttler_bytes_per_sec).",
+    )
+    num_tablets_to_copy_simultaneously: int = setting(
+        10,
+        "Tablet copies this server runs as the destination at once; StartTabletCopy beyond that is "
+        "refused with ServiceUnavailable and the leader asks again later (Kudu's default).",
+    )
+    tablet_copy_download_threads_nums_per_session: int = setting(
+        4,
+        "FetchData calls each tablet copy keeps in flight at once (Kudu's name, where they are threads).",
+        "advanced",
+    )
+    tablet_copy_fetch_max_retries: int = setting(
+        5,
+        "Times a failed or damaged chunk of a tablet copy is fetched again from its offset before the copy fails.",
+        "advanced",
+    )
+    tablet_copy_start_interval_ms: int = setting(
+        5000,
+        "A leader sends StartTabletCopy for one tablet to one peer at most this often, however often "
+        "the peer is found to need a copy.",
+        "advanced",
+    )
     storage: StorageOptions = field(default_factory=StorageOptions)
     wal: WalOptions = field(default_factory=WalOptions)
     row_operations: RowOperationOptions = field(default_factory=RowOperationOptions)
@@ -81,9 +119,23 @@ class TabletServerOptions(ServerOptions):
             "maintenance_interval_ms",
             "remember_responses_ttl_ms",
             "remember_clients_ttl_ms",
+            "tablet_copy_transfer_chunk_size_bytes",
+            "tablet_copy_idle_timeout_sec",
+            "num_tablets_to_copy_simultaneously",
+            "tablet_copy_download_threads_nums_per_session",
+            "tablet_copy_start_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("tablet_copy_throttler_bytes_per_sec", "tablet_copy_fetch_max_retries"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(f"{name} must be >= 0, got {getattr(self, name)}")
+        # A chunk travels as one sidecar of one RPC frame, beside a small header and body.
+        if self.tablet_copy_transfer_chunk_size_bytes > self.rpc.max_frame_bytes - 64 * 1024:
+            raise InvalidArgument(
+                f"tablet_copy_transfer_chunk_size_bytes ({self.tablet_copy_transfer_chunk_size_bytes}) must leave "
+                f"room in an RPC frame (max_frame_bytes {self.rpc.max_frame_bytes})"
+            )
         if self.scanner_default_batch_size_bytes > self.scanner_max_batch_size_bytes:
             raise InvalidArgument(
                 f"scanner_default_batch_size_bytes ({self.scanner_default_batch_size_bytes}) exceeds "

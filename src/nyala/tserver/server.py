@@ -7,6 +7,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from nyala.proto import common_pb2
+from nyala.proto import tserver_pb2 as tpb
 from nyala.server import ServerBase
 from nyala.tserver.admin import AdminService
 from nyala.tserver.consensus_admin import ConsensusAdminService
@@ -16,6 +17,11 @@ from nyala.tserver.options import TabletServerOptions
 from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.scanners import ScannerRegistry
 from nyala.tserver.service import TabletService
+from nyala.tserver.tablet import TabletReplica
+from nyala.tserver.tablet_copy_client import CopyCounters, TabletCopyClient, Throttler
+from nyala.tserver.tablet_copy_leader import TabletCopyRequester
+from nyala.tserver.tablet_copy_service import TabletCopyService
+from nyala.tserver.tablet_copy_source import TabletCopySourceManager
 
 __all__ = ["TabletServer"]
 
@@ -48,7 +54,9 @@ class TabletServer(ServerBase):
         # server's share of the cores.  The shared default executor spread them over up to
         # six threads: more CPU a row and about 10 % lower scan rates, measured.
         self.scan_pool = ThreadPoolExecutor(options.storage.threads, thread_name_prefix="tserver-scan")
-        self.service = TabletService(self.tablets, self.scanners, self.scan_pool, options, self._identity)
+        self.service = TabletService(
+            self.tablets, self.scanners, self.scan_pool, options, self._identity, self._copy_status
+        )
         self.admin = AdminService(self.uuid, self.tablets, self.scanners, self.transport.directory)
         self.consensus_admin = ConsensusAdminService(self.uuid, self.tablets, self.transport.directory)
         self.service.register(self.rpc)
@@ -65,13 +73,68 @@ class TabletServer(ServerBase):
             rpc_timeout_ms=options.heartbeat_rpc_timeout_ms,
         )
         self.tablets.on_change = self.heartbeater.trigger
+        self.tablets.before_delete = self.scanners.close_tablet
+        # Tablet copy: this server as a source, as a destination, and as a leader that asks.
+        self.copy_sources = TabletCopySourceManager(
+            self.data_dir.path,
+            self.tablets,
+            chunk_size_bytes=options.tablet_copy_transfer_chunk_size_bytes,
+            idle_timeout_s=options.tablet_copy_idle_timeout_sec,
+            location=lambda: self.heartbeater.own_location,
+        )
+        self.tablets.max_copies = options.num_tablets_to_copy_simultaneously
+        self.tablets.copy_client = TabletCopyClient(
+            self.messenger,
+            self.uuid,
+            chunk_size_bytes=options.tablet_copy_transfer_chunk_size_bytes,
+            fetches_in_flight=options.tablet_copy_download_threads_nums_per_session,
+            max_retries=options.tablet_copy_fetch_max_retries,
+            throttler=Throttler(options.tablet_copy_throttler_bytes_per_sec),
+            counters=CopyCounters(),
+            location=lambda: self.heartbeater.own_location,
+        )
+        self.copy_requester = TabletCopyRequester(
+            self.uuid,
+            self.messenger,
+            self.transport.directory,
+            self.heartbeater.location_of,
+            lambda: self.address,
+            interval_s=options.tablet_copy_start_interval_ms / 1000,
+        )
+        self.tablets.on_copy_needed = self._copy_needed
+        self.transport.on_unknown_group = self._unknown_group
+        TabletCopyService(self.uuid, self.copy_sources, self.tablets).register(self.rpc)
         self._maintenance: asyncio.Task[None] | None = None
 
     def _identity(self) -> tuple[common_pb2.NodeInstancePB, common_pb2.ServerRegistrationPB]:
         return self.instance, self.registration()
 
+    def _copy_needed(self, tablet: TabletReplica, peer_id: str) -> None:
+        """A tablet this server leads cannot catch ``peer_id`` up from its log any more."""
+        self.copy_requester.copy_needed(tablet, peer_id, replace_live=True)
+
+    def _unknown_group(self, peer_id: str, tablet_id: str) -> None:
+        """``peer_id`` answered Raft messages of ``tablet_id`` saying it does not host it."""
+        tablet = self.tablets.find(tablet_id)
+        if tablet is not None:
+            self.copy_requester.copy_needed(tablet, peer_id, replace_live=False)
+
+    def _copy_status(self, response: tpb.GetTabletServerStatusResponsePB) -> None:
+        client = self.tablets.copy_client
+        if client is not None:
+            counters = client.counters
+            response.tablet_copies_started = counters.started
+            response.tablet_copies_completed = counters.completed
+            response.tablet_copies_failed = counters.failed
+            response.tablet_copy_bytes_within_location = counters.bytes_within_location
+            response.tablet_copy_bytes_across_locations = counters.bytes_across_locations
+        response.tablet_copy_bytes_served = self.copy_sources.bytes_served
+        response.location = self.heartbeater.own_location
+
     async def _start(self) -> None:
         self.scanners.start()
+        await asyncio.to_thread(self.copy_sources.clear_leftovers)
+        self.copy_sources.start()
         self.heartbeater.start()
         await self.tablets.open_all()
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="tserver-maintenance")
@@ -81,6 +144,8 @@ class TabletServer(ServerBase):
             self._maintenance.cancel()
             await asyncio.gather(self._maintenance, return_exceptions=True)
         await self.heartbeater.stop()
+        await self.copy_requester.close()
+        await self.copy_sources.stop()
         await self.scanners.stop()
         self.scan_pool.shutdown(wait=True)  # quick: the stopped scanners wait for their calls
         await self.tablets.close()

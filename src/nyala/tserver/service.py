@@ -54,12 +54,14 @@ class TabletService:
         scan_pool: Executor,
         options: TabletServerOptions,
         status: Callable[[], tuple[common_pb2.NodeInstancePB, common_pb2.ServerRegistrationPB]],
+        more_status: Callable[[tpb.GetTabletServerStatusResponsePB], None] = lambda _response: None,
     ) -> None:
         self._tablets = tablets
         self._scanners = scanners
         self._scan_pool = scan_pool
         self._options = options
         self._status = status
+        self._more_status = more_status
         self.counters = Counters()
 
     def register(self, rpc: RpcServer) -> None:
@@ -190,12 +192,14 @@ class TabletService:
         self, request: tpb.GetTabletServerStatusRequestPB, ctx: CallContext
     ) -> tpb.GetTabletServerStatusResponsePB:
         instance, registration = self._status()
-        return tpb.GetTabletServerStatusResponsePB(
+        response = tpb.GetTabletServerStatusResponsePB(
             instance=instance,
             registration=registration,
             scans_served=self.counters.scans_served,
             writes_served=self.counters.writes_served,
         )
+        self._more_status(response)  # the tablet copy counters
+        return response
 
 
 def _count_rows(tablet: TabletReplica) -> int:

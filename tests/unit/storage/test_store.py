@@ -314,6 +314,48 @@ def test_applies_and_scans_go_on_while_a_frozen_memrowset_flushes(
         assert scan_rows(store) == expected
 
 
+def test_a_background_flush_lets_applies_go_on_and_a_staging_snapshot_needs_no_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a tablet copy source does before its snapshot: the flush thread writes the
+    MemRowSet while another apply goes on; then a snapshot without fsyncs opens elsewhere."""
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=1000)
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.create_tablet("bg", SCHEMA)
+        insert(store, 1, range(100))
+        assert (store.memrowset_rows(), store.durable_index()) == (100, 0)
+        writing, release = threading.Event(), threading.Event()
+        write_rows = store._write_rows
+
+        def held(cursor: Any, mrs: Any) -> None:
+            if threading.current_thread().name.startswith("flush-"):
+                writing.set()
+                assert release.wait(60)
+            write_rows(cursor, mrs)
+
+        monkeypatch.setattr(store, "_write_rows", held)
+        flusher = threading.Thread(target=store.flush_in_background)
+        flusher.start()
+        try:
+            assert writing.wait(60)
+            insert(store, 2, range(100, 110))  # not blocked by the flush being written
+            assert flusher.is_alive()
+        finally:
+            release.set()
+            flusher.join(60)
+        assert (store.memrowset_rows(), store.durable_index()) == (10, 1)
+        synced: list[object] = []
+        monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+        snapshot = store.snapshot(str(tmp_path / "staging"), durable=False)
+        assert synced == []
+        monkeypatch.undo()
+        assert snapshot.applied_index == 2
+    with TabletStoreManager(str(tmp_path / "other"), OPTIONS) as other:
+        other.install_snapshot("bg", snapshot.files, move=True)
+        assert not any(os.path.exists(f) for f in snapshot.files)  # moved, not copied
+        assert [r["id"] for r in scan_rows(other.open_tablet("bg"))] == list(range(110))
+
+
 def test_bad_scan_requests_are_refused(manager: TabletStoreManager) -> None:
     store = manager.create_tablet("badscan", SCHEMA)
     with pytest.raises(InvalidArgument, match="unknown column 'nope'"):

@@ -174,6 +174,9 @@ class RaftReplica:
         self.active_config = committed_config
         #: Called after the role, leader, term or config changed (tablet reports use it).
         self.on_change: Callable[[RaftReplica], None] | None = None
+        #: Called, while leading, with each peer that needs a tablet copy: one whose next entries
+        #: this leader has compacted away (the core repeats it every few election timeouts).
+        self.on_copy_needed: Callable[[RaftReplica, str], None] | None = None
         self._tasks = [
             self._loop.create_task(self._guard(self._drive), name=f"raft-drive-{core.group_id}"),
             self._loop.create_task(self._guard(self._complete), name=f"raft-complete-{core.group_id}"),
@@ -295,6 +298,21 @@ class RaftReplica:
     @property
     def committed_config(self) -> RaftConfig:
         return self._cmeta.committed_config
+
+    @property
+    def wal(self) -> Log:
+        """The replica's WAL (a tablet copy source lists its segments)."""
+        return self._wal
+
+    @property
+    def log_anchors(self) -> LogAnchorRegistry:
+        """The anchors on the replica's WAL (a tablet copy session holds one)."""
+        return self._anchors
+
+    @property
+    def first_log_index(self) -> int:
+        """The first entry still in memory: a peer that needs an earlier one needs a tablet copy."""
+        return self._core.first_index
 
     @property
     def failed(self) -> NyalaError | None:
@@ -560,7 +578,11 @@ class RaftReplica:
             if future is not None and not future.done():
                 future.set_exception(NotTheLeader("leadership changed during a read", self.leader_id))
         if ready.tablet_copy_targets:
-            log.warning("%s: peers %s need a tablet copy (not yet supported)", self.group_id, ready.tablet_copy_targets)
+            if self.on_copy_needed is None:
+                log.warning("%s: peers %s need a tablet copy", self.group_id, ready.tablet_copy_targets)
+            else:
+                for peer_id in ready.tablet_copy_targets:
+                    self.on_copy_needed(self, peer_id)
         if (ready.soft_state or ready.active_config or ready.committed_config) and self.on_change is not None:
             self.on_change(self)
 

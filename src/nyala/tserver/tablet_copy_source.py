@@ -1,0 +1,443 @@
+"""The source side of a tablet copy: sessions that hand out a consistent snapshot of a tablet.
+
+A destination opens a session with BeginTabletCopySession.  The session is built in four
+steps, only the second of which stops the tablet's writes:
+
+1. Anchor the WAL at the store's durable index (a ``REQUIRED`` anchor in the replica's
+   :class:`~nyala.wal.LogAnchorRegistry`), so no segment the copy may need is deleted.
+2. Snapshot the store (:meth:`DuckDBTabletStore.snapshot` with ``durable=False``): under the
+   tablet's store lock, flush the MemRowSet, CHECKPOINT, and copy the DuckDB file inside the
+   kernel (``copy_file_range``) into the session's staging directory, with no fsync (the copy
+   is thrown away when the session ends).  Applies wait only for that local copy, never for
+   the network: the transfer streams from the staging copy with no lock held.  The snapshot's
+   applied index ``A`` is the store's applied (and, after the flush, durable) index.
+3. Move the anchor to ``A`` and link (``os.link``) into the staging directory every WAL
+   segment from the one holding entry ``A`` to the active one, noting the active segment's
+   current length: the destination reads only up to it and ignores a torn last batch, as
+   recovery does.  A link keeps the bytes even if the segment is later garbage collected,
+   and segments are append-only, so the listed prefix never changes.
+4. Compute each file's CRC32C, then answer with the tablet's metadata at ``A`` (schema and
+   version as of ``A``), the replica's term and committed config, ``A`` and the file list.
+
+FetchData reads any chunk of a listed file by offset (at most
+``tablet_copy_transfer_chunk_size_bytes``) and returns it as a sidecar with its CRC32C; it is
+stateless, so a destination may fetch in any order, several chunks at once, and resume from
+any offset.  The staged files are memory-mapped for the session and a chunk is a slice of the
+mapping: the socket takes its bytes straight from the page cache, with no copy in between
+(the CRC is computed on a worker thread, which also faults the pages in).  A session ends
+with EndTabletCopySession, or after ``tablet_copy_idle_timeout_sec`` without a call: its
+staging directory is deleted and its anchor released.  Sessions live in memory; the staging
+directories of a crashed server are deleted at its next start.
+
+Why the committed config is read before the WAL's length: the destination restarts from the
+copied log and that config, and a config is only ever committed by an entry of the log.  The
+source waits (briefly) until its durable log holds that entry, so the copied log always does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import mmap
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from nyala.consensus.runtime import RaftReplica
+from nyala.errors import IllegalState, InvalidArgument, IOFailure, NotFound, NyalaError
+from nyala.proto import tablet_copy_pb2 as tcpb
+from nyala.storage import DuckDBTabletStore, TabletSnapshot
+from nyala.tserver.manager import TabletManager
+from nyala.tserver.metadata import TabletMetadata
+from nyala.tserver.tablet import TabletReplica, config_to_pb
+from nyala.wal import LogAnchor, LogAnchorRegistry, SegmentInfo
+
+__all__ = ["SESSIONS_DIR", "CopySession", "SourceFile", "TabletCopySourceManager", "file_crc32c"]
+
+log = logging.getLogger("nyala.tserver")
+
+#: Under the server's data directory: one staging directory per session.
+SESSIONS_DIR = "tablet-copy-sessions"
+_READ_PIECE = 8 << 20
+# How long Begin waits for the committed config's entry to be durable in the local WAL (it
+# normally is; a leader's own copy of an entry a majority of followers committed may lag by an
+# fsync).
+_CONFIG_WAIT_S = 5.0
+_SNAPSHOT_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file of a session, as listed to the destination."""
+
+    file_id: int
+    kind: tcpb.DataFileKind
+    name: str
+    path: Path
+    size: int
+    crc32c: int
+    #: The first ``size`` bytes, mapped (None for an empty file).
+    mapping: mmap.mmap | None = None
+
+    def to_pb(self) -> tcpb.DataFilePB:
+        return tcpb.DataFilePB(
+            file_id=self.file_id, kind=self.kind, name=self.name, size_bytes=self.size, crc32c=self.crc32c
+        )
+
+
+@dataclass(eq=False)
+class CopySession:
+    """What one destination is copying: the staged files and the anchor that protects the WAL."""
+
+    session_id: bytes
+    tablet_id: str
+    requestor: str
+    directory: Path
+    anchors: LogAnchorRegistry
+    anchor: LogAnchor
+    files: list[SourceFile]
+    response: tcpb.BeginTabletCopySessionResponsePB
+    last_active: float
+    #: Seconds the store snapshot took: the tablet's writes waited for (most of) it.
+    snapshot_s: float = 0.0
+    bytes_served: int = 0
+    ended: bool = field(default=False)
+
+
+def file_crc32c(path: Path | str, size: int) -> int:
+    """CRC32C of the first ``size`` bytes of a file (the crc32c package releases the GIL)."""
+    crc = 0
+    with open(path, "rb") as f:
+        left = size
+        while left:
+            piece = f.read(min(_READ_PIECE, left))
+            if not piece:
+                raise IOFailure(f"{path} is shorter than the {size} bytes listed for it")
+            crc = crc32c.crc32c(piece, crc)
+            left -= len(piece)
+    return crc
+
+
+class TabletCopySourceManager:
+    """The tablet copy sessions this server serves as a source."""
+
+    def __init__(
+        self,
+        root: Path,
+        tablets: TabletManager,
+        *,
+        chunk_size_bytes: int,
+        idle_timeout_s: float,
+        location: Callable[[], str] = lambda: "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dir = root / SESSIONS_DIR
+        self._tablets = tablets
+        self.chunk_size_bytes = chunk_size_bytes
+        self.idle_timeout_s = idle_timeout_s
+        self._location = location
+        self._clock = clock
+        self._sessions: dict[bytes, CopySession] = {}
+        self._expiry: asyncio.Task[None] | None = None
+        #: Bytes returned by FetchData since start.
+        self.bytes_served = 0
+        self.sessions_started = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def clear_leftovers(self) -> None:
+        """Delete the staging directories a crash left behind (call before serving)."""
+        if self._dir.exists():
+            log.info("removing tablet copy staging files left by an earlier run in %s", self._dir)
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> None:
+        """Start ending idle sessions in the background."""
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_loop(), name="tablet-copy-expiry")
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+            self._expiry = None
+        for session in list(self._sessions.values()):
+            await self._end(session, "the server is stopping")
+
+    async def _expire_loop(self) -> None:
+        interval = max(0.05, min(10.0, self.idle_timeout_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            await self.expire_idle()
+
+    async def expire_idle(self) -> list[bytes]:
+        """End every session idle for the timeout or longer; return their ids."""
+        now = self._clock()
+        expired = [s for s in self._sessions.values() if now - s.last_active >= self.idle_timeout_s]
+        for session in expired:
+            await self._end(session, f"idle for {self.idle_timeout_s:g} s")
+        return [s.session_id for s in expired]
+
+    def sessions(self) -> list[CopySession]:
+        return list(self._sessions.values())
+
+    # -- the calls ------------------------------------------------------------------------------
+
+    async def begin(self, tablet_id: str, requestor: str) -> tcpb.BeginTabletCopySessionResponsePB:
+        """Open a session on a RUNNING replica of ``tablet_id`` (see the module doc)."""
+        if not requestor:
+            raise InvalidArgument("BeginTabletCopySession needs a requestor_uuid")
+        tablet = self._tablets.get(tablet_id)
+        store, raft = tablet.require_running()
+        # A destination that starts again (it restarted, or retries) replaces its own session.
+        for old in [s for s in self._sessions.values() if (s.tablet_id, s.requestor) == (tablet_id, requestor)]:
+            await self._end(old, "replaced by a new session of the same requestor")
+        token = secrets.token_hex(8)
+        session_id = f"{requestor}-{tablet_id}-{token}".encode()
+        directory = self._dir / token
+        anchors = raft.log_anchors
+        anchor = anchors.register(max(1, store.durable_index()), f"tablet copy session {token}")
+        try:
+            session = await self._build(session_id, tablet, store, raft, requestor, directory, anchors, anchor)
+        except BaseException:
+            anchors.release(anchor)
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+            raise
+        self._sessions[session_id] = session
+        self.sessions_started += 1
+        log.info(
+            "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes; the store "
+            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s",
+            token,
+            tablet_id,
+            requestor,
+            session.response.applied_index,
+            len(session.files),
+            sum(f.size for f in session.files),
+            session.snapshot_s,
+        )
+        return session.response
+
+    async def _build(
+        self,
+        session_id: bytes,
+        tablet: TabletReplica,
+        store: DuckDBTabletStore,
+        raft: RaftReplica,
+        requestor: str,
+        directory: Path,
+        anchors: LogAnchorRegistry,
+        anchor: LogAnchor,
+    ) -> CopySession:
+        await asyncio.to_thread(directory.mkdir, parents=True)
+        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store")
+        applied = snapshot.applied_index
+        anchors.update(anchor, max(1, applied))
+        term, config = raft.term, raft.committed_config
+        await self._wait_durable(raft, config.opid_index)
+        segments = _segments_from(raft.wal.segments(), applied)
+        files = await asyncio.to_thread(_stage, snapshot, segments, directory)
+        response = tcpb.BeginTabletCopySessionResponsePB(
+            session_id=session_id,
+            session_idle_timeout_ms=int(self.idle_timeout_s * 1000),
+            current_term=term,
+            applied_index=applied,
+            files=[f.to_pb() for f in files],
+            source_location=self._location(),
+        )
+        response.metadata.CopyFrom(_metadata_pb(meta))
+        response.committed_config.CopyFrom(config_to_pb(config))
+        return CopySession(
+            session_id,
+            tablet.tablet_id,
+            requestor,
+            directory,
+            anchors,
+            anchor,
+            files,
+            response,
+            self._clock(),
+            snapshot_s,
+        )
+
+    async def _snapshot(
+        self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path
+    ) -> tuple[TabletSnapshot, TabletMetadata, float]:
+        """The store's snapshot, the tablet metadata as of its applied index, and the seconds the
+        snapshot itself took (under the tablet's lock).
+
+        First the MemRowSet is written by the flush thread (applies go on meanwhile) and the
+        file checkpointed (applies wait, as for any checkpoint), so that the snapshot itself,
+        under the lock, has only a little flushing and checkpointing left before its copy.
+
+        A schema change is applied to the store and then settled in the metadata by the apply
+        thread; one that lands between the snapshot and reading the metadata shows as a schema
+        that differs from the snapshot's, and the snapshot is taken again.
+        """
+        await asyncio.to_thread(store.flush_in_background)
+        await asyncio.to_thread(store.checkpoint)
+        for _ in range(_SNAPSHOT_ATTEMPTS):
+            started = time.perf_counter()
+            snapshot = await asyncio.to_thread(store.snapshot, str(directory), durable=False)
+            snapshot_s = time.perf_counter() - started
+            meta = tablet.meta.settle_alter(snapshot.applied_index)
+            if meta.schema == snapshot.schema:
+                return snapshot, meta, snapshot_s
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+        raise IllegalState(
+            f"tablet {tablet.tablet_id}: its schema kept changing while a tablet copy snapshot was taken"
+        )
+
+    async def _wait_durable(self, raft: RaftReplica, index: int) -> None:
+        deadline = asyncio.get_running_loop().time() + _CONFIG_WAIT_S
+        while raft.wal.last_index < index:
+            if asyncio.get_running_loop().time() > deadline:
+                raise IllegalState(
+                    f"tablet {raft.group_id}: the committed config's entry {index} is not in the local WAL "
+                    f"(it ends at {raft.wal.last_index}); try again"
+                )
+            await asyncio.sleep(0.01)
+
+    def _session(self, session_id: bytes) -> CopySession:
+        session = self._sessions.get(session_id)
+        if session is None or session.ended:
+            raise NotFound(
+                f"tablet copy session {session_id.decode(errors='replace')!r} is not active on this server "
+                f"(it ended, expired or never existed); begin a new one"
+            )
+        return session
+
+    async def fetch(
+        self, session_id: bytes, file_id: int, offset: int, max_length: int
+    ) -> tuple[tcpb.FetchDataResponsePB, memoryview]:
+        """One chunk of a listed file: at most the chunk size from ``offset``, with its CRC32C."""
+        session = self._session(session_id)
+        now = self._clock()
+        if now - session.last_active >= self.idle_timeout_s:  # the expiry task has not run yet
+            await self._end(session, f"idle for {self.idle_timeout_s:g} s")
+            self._session(session_id)  # raises NotFound
+        session.last_active = now
+        if not 0 <= file_id < len(session.files):
+            raise InvalidArgument(
+                f"file id {file_id} is not in tablet copy session {session_id.decode(errors='replace')!r}, "
+                f"which lists files 0 to {len(session.files) - 1}"
+            )
+        source = session.files[file_id]
+        if offset < 0 or offset > source.size:
+            raise InvalidArgument(f"offset {offset} is outside file {file_id} ({source.name}) of {source.size} bytes")
+        if max_length < 0:
+            raise InvalidArgument(f"max_length must be >= 0 (0 means the server's chunk size), got {max_length}")
+        length = min(max_length or self.chunk_size_bytes, self.chunk_size_bytes, source.size - offset)
+        data = memoryview(source.mapping)[offset : offset + length] if source.mapping is not None else memoryview(b"")
+        crc = await asyncio.to_thread(crc32c.crc32c, data) if length else 0
+        session.bytes_served += length
+        self.bytes_served += length
+        session.last_active = self._clock()
+        response = tcpb.FetchDataResponsePB(
+            file_id=file_id, offset=offset, length=length, chunk_crc32c=crc, file_size_bytes=source.size
+        )
+        return response, data
+
+    def check(self, session_id: bytes, keepalive: bool) -> bool:
+        """Whether the session is active; ``keepalive`` restarts its idle timeout."""
+        session = self._sessions.get(session_id)
+        if session is None or session.ended:
+            return False
+        now = self._clock()
+        if now - session.last_active >= self.idle_timeout_s:
+            return False  # the expiry task ends it
+        if keepalive:
+            session.last_active = now
+        return True
+
+    async def end(self, session_id: bytes, success: bool) -> None:
+        session = self._session(session_id)
+        await self._end(session, "completed" if success else "ended by the destination after a failure")
+
+    async def _end(self, session: CopySession, why: str) -> None:
+        if session.ended:
+            return
+        session.ended = True
+        self._sessions.pop(session.session_id, None)
+        try:
+            session.anchors.release(session.anchor)
+        except NyalaError:
+            pass  # released already
+        for f in session.files:
+            _unmap(f)
+        await asyncio.to_thread(shutil.rmtree, session.directory, True)
+        log.info(
+            "tablet copy session %s of tablet %s ended (%s) after serving %d bytes",
+            session.session_id.decode(errors="replace"),
+            session.tablet_id,
+            why,
+            session.bytes_served,
+        )
+
+
+def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInfo]:
+    """The WAL segments from the one holding entry ``applied`` to the active one (the last)."""
+    if applied <= 0:
+        return segments
+    for i, segment in enumerate(segments[:-1]):
+        if segment.max_index >= applied:
+            return segments[i:]
+    return segments[-1:]
+
+
+def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Path) -> list[SourceFile]:
+    """Link the WAL segments into ``directory`` and describe every file of the session."""
+    files: list[SourceFile] = []
+    for path in snapshot.files:
+        kind = tcpb.STORE_WAL_FILE if path.endswith(".wal") else tcpb.STORE_FILE
+        files.append(_describe(len(files), kind, Path(path), os.path.getsize(path)))
+    wal_dir = directory / "wal"
+    wal_dir.mkdir()
+    for segment in segments:
+        staged = wal_dir / os.path.basename(segment.path)
+        try:
+            os.link(segment.path, staged)
+        except OSError as e:
+            raise IOFailure(f"tablet {snapshot.tablet_id}: cannot stage WAL segment {segment.path}: {e}") from e
+        # The active segment grows after this; only what is written now is listed.
+        files.append(_describe(len(files), tcpb.WAL_SEGMENT, staged, segment.size_bytes))
+    return files
+
+
+def _describe(file_id: int, kind: tcpb.DataFileKind, path: Path, size: int) -> SourceFile:
+    crc = file_crc32c(path, size)
+    mapping = None
+    if size:
+        # Staged files never shrink below their listed size (a WAL segment only grows, and
+        # closing it cuts only its preallocated tail), so no page of the mapping can vanish.
+        with open(path, "rb") as f:
+            mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        mapping.madvise(mmap.MADV_SEQUENTIAL)
+    return SourceFile(file_id, kind, path.name, path, size, crc, mapping)
+
+
+def _unmap(f: SourceFile) -> None:
+    if f.mapping is not None:
+        try:
+            f.mapping.close()
+        except BufferError:
+            pass  # a chunk is still on its way to a socket: the mapping closes when it is sent
+
+
+def _metadata_pb(meta: TabletMetadata) -> tcpb.TabletCopyMetadataPB:
+    return tcpb.TabletCopyMetadataPB(
+        table_id=meta.table_id,
+        table_name=meta.table_name,
+        schema=meta.schema.to_json(),
+        schema_version=meta.schema_version,
+        partition=json.dumps(meta.partition.to_dict()).encode(),
+        partition_schema=json.dumps(meta.partition_schema.to_dict()).encode(),
+    )
