@@ -70,7 +70,10 @@ class Tablet:
 
     def state(self, uuid: str) -> cpb.ConsensusStatePB:
         request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[self.id])
-        return self.call(uuid, services.GET_CONSENSUS_STATE, request).tablets[0]
+        states = self.call(uuid, services.GET_CONSENSUS_STATE, request).tablets
+        if not states:  # the replica there has no Raft state yet, e.g. it is being copied
+            raise NotFound(f"tablet {self.id} has no consensus state on {uuid}")
+        return states[0]
 
     def leader(self, other_than: str = "") -> str:
         """The uuid of the replica that says it leads, once one does."""

@@ -83,6 +83,12 @@ def tserver() -> None:
     help="Tablet copies this server runs as the destination at once.",
 )
 @click.option(
+    "--enable-tablet-copy/--no-enable-tablet-copy",
+    default=True,
+    show_default=True,
+    help="Leaders copy the tablet to peers that lack it or the log they need (Kudu's enable_tablet_copy).",
+)
+@click.option(
     "--tablet-copy-start-interval-ms",
     default=5000,
     show_default=True,
@@ -137,6 +143,7 @@ def start(
     tablet_copy_idle_timeout_sec: float,
     tablet_copy_throttler_bytes_per_sec: int,
     num_tablets_to_copy_simultaneously: int,
+    enable_tablet_copy: bool,
     tablet_copy_start_interval_ms: int,
     log_segment_size_bytes: int,
     log_max_segments_to_retain: int,
@@ -167,6 +174,7 @@ def start(
             tablet_copy_idle_timeout_sec=tablet_copy_idle_timeout_sec,
             tablet_copy_throttler_bytes_per_sec=tablet_copy_throttler_bytes_per_sec,
             num_tablets_to_copy_simultaneously=num_tablets_to_copy_simultaneously,
+            enable_tablet_copy=enable_tablet_copy,
             tablet_copy_start_interval_ms=tablet_copy_start_interval_ms,
         )
         run(_serve(options))

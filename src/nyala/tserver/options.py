@@ -94,6 +94,13 @@ class TabletServerOptions(ServerOptions):
         "Times a failed or damaged chunk of a tablet copy is fetched again from its offset before the copy fails.",
         "advanced",
     )
+    enable_tablet_copy: bool = setting(
+        True,
+        "Whether a leader asks a peer that lacks the tablet, or the log it needs, to copy the tablet "
+        "(Kudu's enable_tablet_copy).  Off, such a peer stays behind until an operator acts; tests of "
+        "replica deletion turn it off so a deleted replica is not copied back.",
+        "advanced",
+    )
     tablet_copy_start_interval_ms: int = setting(
         5000,
         "A leader sends StartTabletCopy for one tablet to one peer at most this often, however often "

@@ -111,12 +111,14 @@ class TabletServer(ServerBase):
 
     def _copy_needed(self, tablet: TabletReplica, peer_id: str) -> None:
         """A tablet this server leads cannot catch ``peer_id`` up from its log any more."""
+        if not self.tserver_options.enable_tablet_copy:
+            return
         self.copy_requester.copy_needed(tablet, peer_id, replace_live=True)
 
     def _unknown_group(self, peer_id: str, tablet_id: str) -> None:
         """``peer_id`` answered Raft messages of ``tablet_id`` saying it does not host it."""
         tablet = self.tablets.find(tablet_id)
-        if tablet is not None:
+        if tablet is not None and self.tserver_options.enable_tablet_copy:
             self.copy_requester.copy_needed(tablet, peer_id, replace_live=False)
 
     def _copy_status(self, response: tpb.GetTabletServerStatusResponsePB) -> None:
