@@ -388,7 +388,12 @@ async def move_replica(
                 progress(peer.match_index, leader.state.last_index)
             await ops.pause(f"{dest} was not promoted to VOTER (does it host the tablet, or can it copy it?)")
         elif step is MoveStep.STEP_DOWN_SOURCE:
-            await ops.step_down(leader, abrupt=False)
+            try:
+                await ops.step_down(leader, abrupt=False)
+            except (NotTheLeader, IllegalState, ServiceUnavailable) as exc:
+                # Leadership moved on its own, or a transfer is already under way, since the
+                # leader was read: decide again from what the tablet says now.
+                await ops.pause("the leading source did not step down", exc)
         else:
             changes = _move_changes(step, leader.committed, source, dest)
 
