@@ -103,3 +103,6 @@ def test_kudu_underscore_spellings_and_help() -> None:
     bad = runner.invoke(main, ["tablet", "leader-step-down", "m:1", "t", "--abrupt", "--new-leader-uuid", "x"])
     assert bad.exit_code == 2
     assert "graceful" in bad.output
+    voter = runner.invoke(main, ["tablet", "change-config", "add-replica", "m:1", "t", "u", "VOTER", "--promote"])
+    assert voter.exit_code == 2
+    assert "--promote is for a NON_VOTER" in voter.output
