@@ -245,6 +245,7 @@ def test_add_a_non_voter_with_promote_to_a_fresh_server_under_write_load(cluster
     copies_before = tablet.copies_completed(newcomer)
     with Writer(masters, tablet.name) as writer:
         writer.wait_for_rows(1000, "the first writes")
+        before = len(writer.acked)
         out = ok(nyala_cli("tablet", "change-config", "add-replica", masters, tablet.id, newcomer, "NON_VOTER",
                            "--promote", "--format", "json"))  # fmt: skip
         assert '"promote": true' in out.stdout
@@ -255,6 +256,7 @@ def test_add_a_non_voter_with_promote_to_a_fresh_server_under_write_load(cluster
             what=f"the promotion of {newcomer} to VOTER",
             timeout_s=120,
         )
+        assert len(writer.acked) > before  # writes were acknowledged while it joined
         writer.wait_for_rows(1000, "writes after the promotion")
     assert writer.failures == []
     assert writer.row_errors == []
@@ -275,9 +277,11 @@ def move_under_load(cluster: MiniCluster, client: Client, name: str, *, leader: 
         dest = tablet.outsider()
         copies_before = tablet.copies_completed(dest)
         stays = set(tablet.config()) - {source}
+        before = len(writer.acked)
         out = ok(nyala_cli("tablet", "move-replica", masters, tablet.id, source, dest, "--timeout-sec", "180"))
         if leader:
             assert "step the leading source down" in out.stdout
+        assert len(writer.acked) > before  # writes were acknowledged while the replica moved
         writer.wait_for_rows(1000, "writes after the move")
     assert writer.failures == []
     assert writer.row_errors == []
