@@ -8,6 +8,10 @@ timeouts while the need lasts, never on every tick or message.  The copy itself 
 destination's install does it: the leader's state machine, WAL and committed config copied
 into the follower's directory, with the higher term and the commit index at the copied
 applied index; the follower restarted from that must rejoin and catch up to the leader.
+
+A copy taken before a follower's last acknowledgements (an operator's copy onto a live
+member) gives it a log shorter than what the leader counted for it: the leader must notice,
+stop counting those entries for it, and catch it up again rather than probe for ever.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import random
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,20 +108,36 @@ class Group:
                     task.cancel()
             await task
 
-    async def copy_from(self, source: RaftReplica, dest: str) -> None:
-        """Replace ``dest``'s replica with a copy of ``source``'s, as a destination installs one."""
+    async def snapshot(self, source: RaftReplica) -> Snapshot:
+        """What a copy session of ``source`` holds now: its machine, WAL and committed config."""
         await self.net.settle()  # every Ready durable: the source's WAL and machine agree
+        wal = self.root / f"snapshot-{self.net.now_tick}"
+        shutil.copytree(self.root / source.peer_id / WAL_DIR, wal)
+        return Snapshot(self.machines[source.peer_id].copy(), wal, source.term, source.committed_config)
+
+    async def install(self, snapshot: Snapshot, dest: str) -> None:
+        """Replace ``dest``'s replica with ``snapshot``, as a destination installs a copy."""
         await self.replicas.pop(dest).close()
-        directory, source_dir = self.root / dest, self.root / source.peer_id
+        directory = self.root / dest
         local = ConsensusMetadata.load(directory).hard_state
-        machine = self.machines[source.peer_id].copy()
         shutil.rmtree(directory / WAL_DIR)
-        shutil.copytree(source_dir / WAL_DIR, directory / WAL_DIR)
+        shutil.copytree(snapshot.wal, directory / WAL_DIR)
         # Terms never go back, and a vote stands only in the term it was cast in; the copied
         # applied index is committed, so it is the commit hint.
-        term, vote = (local.term, local.vote) if local.term >= source.term else (source.term, "")
-        ConsensusMetadata(HardState(term, vote, machine.index), source.committed_config).save(directory)
-        await self.open(dest, machine)
+        term, vote = (local.term, local.vote) if local.term >= snapshot.term else (snapshot.term, "")
+        ConsensusMetadata(HardState(term, vote, snapshot.machine.index), snapshot.config).save(directory)
+        await self.open(dest, snapshot.machine.copy())
+
+    async def copy_from(self, source: RaftReplica, dest: str) -> None:
+        await self.install(await self.snapshot(source), dest)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    machine: DurableMachine
+    wal: Path
+    term: int
+    config: RaftConfig
 
 
 def test_a_follower_behind_the_leaders_compacted_log_is_named_for_a_copy_once_per_interval_then_rejoins(
@@ -172,6 +193,43 @@ def test_a_follower_behind_the_leaders_compacted_log_is_named_for_a_copy_once_pe
             assert {p.peer_id: p.state for p in leader.peer_progress()}[lagging] == "REPLICATE"
             await group.net.run_until(lambda: group.net.now_tick >= first + 8 * NOTICE_TICKS, 8 * NOTICE_TICKS)
             assert len(notices) == count  # no notice once the copy has landed
+        finally:
+            await group.close()
+
+    run(main())
+
+
+def test_a_follower_whose_log_is_replaced_by_an_older_copy_is_caught_up_again(tmp_path: Path) -> None:
+    async def main() -> None:
+        group = Group(tmp_path)
+        try:
+            for uuid in "abc":
+                await group.open(uuid, DurableMachine(), RaftConfig.of_voters("abc"))
+            leader = await group.leader()
+            follower = next(u for u in "abc" if u != leader.peer_id)
+            await group.write(leader, 0, 5)
+            older = await group.snapshot(leader)
+            await group.write(leader, 5, 5)  # the follower acknowledges these after the snapshot
+
+            def matched() -> int:
+                return {p.peer_id: p.match for p in leader.peer_progress()}[follower]
+
+            await group.net.run_until(lambda: matched() == leader.last_index, 50, "the acknowledgements")
+            acknowledged = matched()
+            await group.install(older, follower)
+            replaced = group.replicas[follower]
+            assert replaced.last_index < acknowledged
+            # The leader learns that the follower lost what it acknowledged, counts it no more,
+            # and sends the entries again.
+            await group.net.run_until(
+                lambda: replaced.last_index == leader.last_index and replaced.applied_index == leader.applied_index,
+                100,
+                "the follower to be caught up again",
+            )
+            assert matched() == leader.last_index
+            await group.write(leader, 10, 3)
+            await group.net.run_until(lambda: replaced.applied_index == leader.applied_index, 50, "replication")
+            assert group.machines[follower].applied == group.machines[leader.peer_id].applied
         finally:
             await group.close()
 
