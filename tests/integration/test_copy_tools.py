@@ -193,9 +193,20 @@ def test_remote_replica_copy(cluster: MiniCluster, client: Client) -> None:
     tablet.caught_up([tablet.servers[u] for u in tablet.members], 700)
     assert tablet.status(outsider).tablet_copies_completed == completed
 
-    # --force-copy replaces a live replica (here a follower of the tablet, which then rejoins).
+    # --force-copy replaces a live replica, but never a live member's: it could lose writes the
+    # member acknowledged.  Out of the config, the follower's replica is replaced, and it rejoins.
+    refused(
+        nyala_cli("remote-replica", "copy", tablet.id, source, str(follower.address), "--force-copy"),
+        "is a live member of the tablet's Raft config",
+    )
+    assert tablet.status(follower).tablet_copies_started == started[follower.uuid]
+    ok(nyala_cli("tablet", "change-config", "remove-replica", masters, tablet.id, follower.uuid))
+    tablet.members.remove(follower.uuid)
     out = ok(nyala_cli("remote-replica", "copy", tablet.id, source, str(follower.address), "--force-copy"))
     assert "its live replica was replaced" in out.stdout
+    ok(nyala_cli("tablet", "change-config", "add-replica", masters, tablet.id, follower.uuid, "NON_VOTER", "--promote"))
+    wait_for(lambda: tablet.config().get(follower.uuid) == "VOTER", what="the promotion of the replaced replica")
+    tablet.members.append(follower.uuid)
     insert(tablet, range(700, 800))
     tablet.caught_up([tablet.servers[u] for u in tablet.members], 800)
     assert tablet.table.count(read_mode=ReadMode.READ_YOUR_WRITES) == 800
@@ -234,6 +245,12 @@ def test_local_replica_copy_from_remote(cluster: MiniCluster, client: Client) ->
         refused(
             nyala_cli("local-replica", "copy-from-remote", data_dir, tablet.id, unreachable(cluster)),
             "cannot reach the source tablet server at",
+        )
+        # A member's replica comes from the leader, whose log holds all the member acknowledged.
+        other = next(tablet.servers[u] for u in tablet.members if u not in (leader.uuid, follower_uuid))
+        refused(
+            nyala_cli("local-replica", "copy-from-remote", data_dir, tablet.id, str(other.address)),
+            f"copy its replica from the tablet's leader ({leader.uuid})",
         )
         assert sorted(p.name for p in (follower.data_dir / "tablets").iterdir()) == before
         tombstone = local_state(follower.data_dir, tablet.id)

@@ -64,7 +64,7 @@ from nyala.tools._format import (
     handle_errors,
     progress_of,
 )
-from nyala.tools.replica_ops import COPY_CALLER, check_copy_source
+from nyala.tools.replica_ops import COPY_CALLER, check_copy_source, check_member_copy
 from nyala.tserver.manager import (
     STORES_DIR,
     TABLETS_DIR,
@@ -459,6 +459,7 @@ async def _copy_into(
     try:
         async with asyncio.timeout(timeout_s):
             peer = await check_copy_source(messenger, source_address, tablet_id, min(timeout_s, 30.0))
+            check_member_copy(tablet_id, peer, own_uuid, await asyncio.to_thread(_own_members, directory), False)
             request = CopyRequest(tablet_id, peer.uuid, source_address, COPY_CALLER, peer.term or 0, False, 0)
             source = await client.begin(request)
             await asyncio.to_thread(write_copying_metadata, stores, directory, source)
@@ -499,6 +500,14 @@ async def _copy_into(
         await messenger.close()
 
 
+def _own_members(directory: Path) -> frozenset[str]:
+    """The members of the committed config a tombstone kept (none without consensus metadata)."""
+    try:
+        return frozenset(ConsensusMetadata.load(directory).committed_config.peer_ids)
+    except NyalaError:
+        return frozenset()
+
+
 async def _watch(directory: Path, total: int, progress: Callable[[int, int], None]) -> None:
     """Report how much of the download is on disk (allocated blocks, since chunks land at their
     offsets in any order)."""
@@ -536,7 +545,8 @@ def copy_from_remote_command(
     DATA_DIR is a stopped tablet server's.  The copy (rows, log tail, consensus metadata) is
     what a leader's tablet copy installs; the server bootstraps the replica when it starts.
     A live replica of the tablet there is refused: tombstone it first (``local-replica
-    delete``).  Name an up-to-date replica as the source (``nyala tablet find-most-up-to-date``).
+    delete``).  Name an up-to-date replica as the source (``nyala tablet find-most-up-to-date``);
+    when this server is a member of the tablet's Raft config, the source must be its leader.
     """
     address = parse_address(source_address, TSERVER_DEFAULT_PORT)
     with progress_of(f"copying {tablet_id} from {address}") as update:

@@ -207,7 +207,8 @@ def copy_command(
     destination's error.  Name an up-to-date replica as the source (``nyala tablet
     find-most-up-to-date``).  A destination outside the tablet's Raft config runs the copy
     as a non-member until it is added (``nyala tablet change-config add-replica``), when it
-    catches up by replication.
+    catches up by replication.  A member of the config is copied only from the leader, and
+    its live replica is never replaced: remove it from the config first.
     """
     source = parse_address(source_address, TSERVER_DEFAULT_PORT)
     dest = parse_address(dest_address, TSERVER_DEFAULT_PORT)

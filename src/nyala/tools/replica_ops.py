@@ -33,8 +33,11 @@ them), so the operator forces the config on the survivor that lost the least;
 Copying a replica by hand (Kudu's ``remote_replica copy``): :func:`copy_remote_replica` checks
 the source (reachable, hosting the tablet RUNNING) and the destination (no live replica unless
 forced) before anything changes, sends the destination StartTabletCopy, and follows the copy
-in the destination's GetTabletServerStatus until the replica runs or the copy failed.
-:func:`check_copy_source` is shared with ``local-replica copy-from-remote``.
+in the destination's GetTabletServerStatus until the replica runs or the copy failed.  A
+member of the tablet's config is never replaced live, and is copied only from the leader
+(:func:`check_member_copy`): either could lose writes it acknowledged.
+:func:`check_copy_source` and :func:`check_member_copy` are shared with ``local-replica
+copy-from-remote``.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ __all__ = [
     "ReplicaView",
     "TabletOps",
     "check_copy_source",
+    "check_member_copy",
     "config_rows",
     "copy_remote_replica",
     "delete_remote_replica",
@@ -580,12 +584,16 @@ COPY_CALLER = "nyala-cli"
 
 @dataclasses.dataclass(frozen=True)
 class CopyPeer:
-    """A tablet server taking part in a copy: its uuid, its address, and the term of its replica
-    of the tablet (None when it has none)."""
+    """A tablet server taking part in a copy: its uuid, its address, and what its replica of the
+    tablet says: its term (None when it has no replica), whether it leads, and the members of
+    its committed and pending configs."""
 
     uuid: str
     address: HostPort
     term: int | None
+    leads: bool = False
+    leader_uuid: str = ""
+    members: frozenset[str] = frozenset()
 
 
 async def _reach(messenger: Messenger, address: HostPort, role: str, timeout_s: float) -> str:
@@ -606,10 +614,48 @@ async def _listed(
     return next((t for t in listing.tablets if t.tablet_id == tablet_id), None)
 
 
-async def _term(messenger: Messenger, peer_uuid: str, address: HostPort, tablet_id: str, timeout_s: float) -> int:
-    request = cpb.GetConsensusStateRequestPB(dest_uuid=peer_uuid, tablet_ids=[tablet_id])
+async def _peer(messenger: Messenger, uuid: str, address: HostPort, tablet_id: str, timeout_s: float) -> CopyPeer:
+    """The server's replica as its GetConsensusState describes it (a tombstone's too)."""
+    request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[tablet_id])
     response = await messenger.call(address, GET_CONSENSUS_STATE, request, timeout=timeout_s)
-    return response.tablets[0].current_term if response.tablets else 0
+    if not response.tablets:
+        return CopyPeer(uuid, address, None)
+    state = response.tablets[0]
+    members = {p.permanent_uuid for p in state.committed_config.peers}
+    if state.HasField("pending_config"):
+        members |= {p.permanent_uuid for p in state.pending_config.peers}
+    leads = state.role == common_pb2.LEADER and state.leader_uuid == uuid
+    return CopyPeer(uuid, address, state.current_term, leads, state.leader_uuid, frozenset(members))
+
+
+def check_member_copy(
+    tablet_id: str, source: CopyPeer, dest_uuid: str, dest_members: frozenset[str], live: bool
+) -> None:
+    """Refuse a copy that could lose writes a member of the tablet's config acknowledged.
+
+    A member's acknowledgements count toward commit.  A live member goes on acknowledging
+    until the destination tombstones it, after the source's snapshot: replacing it can leave
+    it without entries the leader counted it for, so it must leave the config first.  A
+    member that is a tombstone (or whose server is stopped) acknowledged entries the leader
+    holds, but a follower may lack them: its copy must come from the leader.  The source's
+    config decides membership when the source leads; otherwise either view of it does.
+    """
+    member = dest_uuid in source.members or (not source.leads and dest_uuid in dest_members)
+    if not member:
+        return
+    if live:
+        raise IllegalState(
+            f"the replica of tablet {tablet_id} on {dest_uuid} is a live member of the tablet's Raft config: "
+            "replacing its log under it can lose writes it acknowledged. Remove it from the config first "
+            "(nyala tablet change-config remove-replica), or tombstone it (nyala remote-replica delete) and copy "
+            "it from the leader"
+        )
+    if not source.leads:
+        leader = source.leader_uuid or "unknown to the source"
+        raise IllegalState(
+            f"{dest_uuid} is a member of the Raft config of tablet {tablet_id}: copy its replica from the tablet's "
+            f"leader ({leader}), whose log holds everything the member acknowledged, not from {source.uuid}"
+        )
 
 
 async def check_copy_source(messenger: Messenger, address: HostPort, tablet_id: str, timeout_s: float) -> CopyPeer:
@@ -627,7 +673,7 @@ async def check_copy_source(messenger: Messenger, address: HostPort, tablet_id: 
             f"the replica of tablet {tablet_id} on the source tablet server at {address} ({uuid}) is {state}, "
             "not RUNNING: it cannot be copied from"
         )
-    return CopyPeer(uuid, address, await _term(messenger, uuid, address, tablet_id, timeout_s))
+    return await _peer(messenger, uuid, address, tablet_id, timeout_s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -685,12 +731,14 @@ async def copy_remote_replica(
             f"{tablet_id} ({tpb.TabletStatePB.Name(here.state)}); --force-copy replaces it (it is tombstoned, "
             "then copied)"
         )
-    dest_term = await _term(messenger, dest_uuid, dest_address, tablet_id, left()) if here is not None else None
-    dest = CopyPeer(dest_uuid, dest_address, dest_term)
+    dest = CopyPeer(dest_uuid, dest_address, None)
+    if here is not None:
+        dest = await _peer(messenger, dest_uuid, dest_address, tablet_id, left())
+    check_member_copy(tablet_id, source, dest_uuid, dest.members, live)
     # The term check guards replicas against a stale leader's request; an operator's copy names
     # its source on purpose (Kudu's tool sends the highest term), so it asks in the newer of the
     # two terms: the installed replica keeps the higher term and its vote in it anyway.
-    caller_term = max(source.term or 0, dest_term or 0)
+    caller_term = max(source.term or 0, dest.term or 0)
     request = tcpb.StartTabletCopyRequestPB(
         dest_uuid=dest_uuid,
         tablet_id=tablet_id,
