@@ -486,17 +486,22 @@ class TabletManager:
             outcome = f"failed: {type(e).__name__}: {e}"
             log.warning("tablet copy of %s from %s %s", tablet_id, request.source_uuid, outcome)
         finally:
-            if source is not None:
-                await client.end(request, source, False)
-            if outcome == "installed":
-                client.counters.completed += 1
-            else:
-                client.counters.failed += 1
-                await self._abandon_copy(tablet_id, tablet, temporary, f"tablet copy {outcome}")
-            status.state = tpb.TabletCopyStatusPB.COMPLETED if outcome == "installed" else tpb.TabletCopyStatusPB.FAILED
-            status.error = "" if outcome == "installed" else f"tablet copy {outcome}"
-            self._copies.pop(tablet_id, None)
-            self._note_copy(status)
+            try:
+                if source is not None:
+                    await client.end(request, source, False)
+                if outcome != "installed":
+                    await self._abandon_copy(tablet_id, tablet, temporary, f"tablet copy {outcome}")
+            finally:
+                # Counted and reported only once the cleanup is done: whoever sees the copy
+                # failed (a test, remote-replica copy) finds nothing of it left.
+                if outcome == "installed":
+                    client.counters.completed += 1
+                    status.state = tpb.TabletCopyStatusPB.COMPLETED
+                else:
+                    client.counters.failed += 1
+                    status.state, status.error = tpb.TabletCopyStatusPB.FAILED, f"tablet copy {outcome}"
+                self._copies.pop(tablet_id, None)
+                self._note_copy(status)
 
     async def _prepare_copy(self, request: CopyRequest, source: CopySource) -> TabletReplica:
         """Tombstone a live replica being replaced and write the metadata COPYING (under the lock)."""
