@@ -196,7 +196,13 @@ def test_a_follower_behind_the_leaders_log_is_caught_up_by_a_tablet_copy(cluster
     all_have(cluster, [0, 1, 2], list(range(100)))
     next_id = leave_behind(cluster, follower, 100, 300)
     # The leader's log no longer holds what the follower lacks: only a copy brings it back.
-    wait_for(lambda: status(cluster, follower).tablet_copies_completed or None, what="a tablet copy", timeout_s=90)
+    # The test's connection to the restarted follower may still be backing off from its downtime.
+    wait_for(
+        lambda: status(cluster, follower).tablet_copies_completed or None,
+        what="a tablet copy",
+        timeout_s=90,
+        retry_on=(errors.NetworkError,),
+    )
     expected = list(range(next_id))
     all_have(cluster, [0, 1, 2], expected)
     done = status(cluster, follower)

@@ -233,7 +233,7 @@ class GetTabletServerStatusRequestPB(_message.Message):
     def __init__(self) -> None: ...
 
 class GetTabletServerStatusResponsePB(_message.Message):
-    __slots__ = ("instance", "registration", "scans_served", "writes_served", "tablet_copies_started", "tablet_copies_completed", "tablet_copies_failed", "tablet_copy_bytes_within_location", "tablet_copy_bytes_across_locations", "tablet_copy_bytes_served", "location")
+    __slots__ = ("instance", "registration", "scans_served", "writes_served", "tablet_copies_started", "tablet_copies_completed", "tablet_copies_failed", "tablet_copy_bytes_within_location", "tablet_copy_bytes_across_locations", "tablet_copy_bytes_served", "location", "tablet_copies")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     SCANS_SERVED_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +245,7 @@ class GetTabletServerStatusResponsePB(_message.Message):
     TABLET_COPY_BYTES_ACROSS_LOCATIONS_FIELD_NUMBER: _ClassVar[int]
     TABLET_COPY_BYTES_SERVED_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
+    TABLET_COPIES_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     scans_served: int
@@ -256,4 +257,29 @@ class GetTabletServerStatusResponsePB(_message.Message):
     tablet_copy_bytes_across_locations: int
     tablet_copy_bytes_served: int
     location: str
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., scans_served: _Optional[int] = ..., writes_served: _Optional[int] = ..., tablet_copies_started: _Optional[int] = ..., tablet_copies_completed: _Optional[int] = ..., tablet_copies_failed: _Optional[int] = ..., tablet_copy_bytes_within_location: _Optional[int] = ..., tablet_copy_bytes_across_locations: _Optional[int] = ..., tablet_copy_bytes_served: _Optional[int] = ..., location: _Optional[str] = ...) -> None: ...
+    tablet_copies: _containers.RepeatedCompositeFieldContainer[TabletCopyStatusPB]
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., scans_served: _Optional[int] = ..., writes_served: _Optional[int] = ..., tablet_copies_started: _Optional[int] = ..., tablet_copies_completed: _Optional[int] = ..., tablet_copies_failed: _Optional[int] = ..., tablet_copy_bytes_within_location: _Optional[int] = ..., tablet_copy_bytes_across_locations: _Optional[int] = ..., tablet_copy_bytes_served: _Optional[int] = ..., location: _Optional[str] = ..., tablet_copies: _Optional[_Iterable[_Union[TabletCopyStatusPB, _Mapping]]] = ...) -> None: ...
+
+class TabletCopyStatusPB(_message.Message):
+    __slots__ = ("tablet_id", "source_uuid", "state", "error", "total_bytes")
+    class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        UNKNOWN: _ClassVar[TabletCopyStatusPB.State]
+        IN_PROGRESS: _ClassVar[TabletCopyStatusPB.State]
+        COMPLETED: _ClassVar[TabletCopyStatusPB.State]
+        FAILED: _ClassVar[TabletCopyStatusPB.State]
+    UNKNOWN: TabletCopyStatusPB.State
+    IN_PROGRESS: TabletCopyStatusPB.State
+    COMPLETED: TabletCopyStatusPB.State
+    FAILED: TabletCopyStatusPB.State
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_UUID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    tablet_id: str
+    source_uuid: str
+    state: TabletCopyStatusPB.State
+    error: str
+    total_bytes: int
+    def __init__(self, tablet_id: _Optional[str] = ..., source_uuid: _Optional[str] = ..., state: _Optional[_Union[TabletCopyStatusPB.State, str]] = ..., error: _Optional[str] = ..., total_bytes: _Optional[int] = ...) -> None: ...

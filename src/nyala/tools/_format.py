@@ -21,7 +21,15 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from nyala.client import Client, connect
@@ -37,6 +45,7 @@ __all__ = [
     "handle_errors",
     "masters_argument",
     "progress",
+    "progress_of",
     "timeout_option",
 ]
 
@@ -187,3 +196,23 @@ def progress(description: str, total: int | None = None) -> Iterator[Callable[[i
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextlib.contextmanager
+def progress_of(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A bar of bytes on stderr (only on a terminal) whose total is learnt on the way; yields
+    ``update(done, total)``."""
+    if not sys.stderr.isatty():
+        yield lambda done, total: None
+        return
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total or None)

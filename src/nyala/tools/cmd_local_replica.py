@@ -22,36 +22,69 @@ rewrites the consensus metadata first keeps a durable copy of it as
 - ``cmeta print-replica-uuids``, ``cmeta rewrite-raft-config`` (replace the committed config's
   members with voters, marked ``unsafe_config_change``) and ``cmeta set-term`` (only raises it,
   and clears the vote, which belonged to the old term).
-
-Kudu's ``copy_from_remote`` needs tablet copy, which Nyala's tablet servers do not offer yet.
+- ``copy-from-remote``: copies a replica from a running tablet server into the directory
+  (Kudu's ``copy_from_remote``), with the code a tablet server runs as a copy's destination:
+  :class:`~nyala.tserver.tablet_copy_client.TabletCopyClient` begins the session, checks it and
+  downloads into ``tablets/<id>.copy-tmp/``; :mod:`nyala.tserver.manager`'s install functions
+  write the metadata COPYING, put the files in place and flip it to READY.  The server
+  bootstraps the replica when it starts.  Only a tombstone (or nothing) is replaced.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from nyala.common.hostport import parse_address
+from nyala.common.hostport import HostPort, parse_address
 from nyala.consensus.core import HardState, Member, MemberType, RaftConfig
 from nyala.consensus.runtime import ConsensusMetadata
 from nyala.consensus.runtime.cmeta import CMETA_FILE
-from nyala.errors import InvalidArgument, NotFound, NyalaError
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound, NyalaError, TimedOut
 from nyala.files import copy_durably, fsync_dir
+from nyala.rpc import Messenger
+from nyala.rpc.loop import run
 from nyala.server.fs import OfflineDataDir
+from nyala.storage import StorageOptions, TabletStoreManager
 from nyala.storage.manager import remove_tablet_files
-from nyala.tools._format import UnderscoreGroup, columns_option, emit_json, emit_rows, format_option, handle_errors
-from nyala.tserver.manager import STORES_DIR, TABLETS_DIR, WAL_DIR
-from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, TabletMetadata
+from nyala.tools._format import (
+    UnderscoreGroup,
+    columns_option,
+    emit_json,
+    emit_rows,
+    format_option,
+    handle_errors,
+    progress_of,
+)
+from nyala.tools.replica_ops import COPY_CALLER, check_copy_source, check_member_copy
+from nyala.tserver.manager import (
+    STORES_DIR,
+    TABLETS_DIR,
+    WAL_DIR,
+    install_copied_replica,
+    undo_copied_replica,
+    write_copying_metadata,
+)
+from nyala.tserver.metadata import META_FILE, TABLET_ID_PATTERN, DataState, MetadataFile, TabletMetadata
+from nyala.tserver.options import TSERVER_DEFAULT_PORT, TabletServerOptions
+from nyala.tserver.tablet_copy_client import (
+    COPY_TMP_SUFFIX,
+    CopyCounters,
+    CopyRequest,
+    CopySource,
+    TabletCopyClient,
+    Throttler,
+)
 
-__all__ = ["local_replica", "parse_peer"]
+__all__ = ["CopiedFromRemote", "copy_from_remote", "local_replica", "parse_peer"]
 
 LIST_COLUMNS = (
     "tablet_id",
@@ -71,6 +104,8 @@ _UUID = re.compile(r"^[0-9a-f]{32}$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+#: How often copy-from-remote looks at how much of the download is on disk.
+_PROGRESS_S = 0.2
 
 
 @click.group("local-replica", cls=UnderscoreGroup)
@@ -329,3 +364,218 @@ def set_term_command(data_dir: Path, tablet_id: str, term: int) -> None:
     """Raise the current Raft term of the replica to TERM (never lowers it; clears the vote)."""
     old, backup = set_term(data_dir, tablet_id, term)
     click.echo(f"tablet {tablet_id}: term raised from {old} to {term}; previous consensus metadata kept as {backup}")
+
+
+# --- copy-from-remote -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CopiedFromRemote:
+    """What ``copy-from-remote`` installed."""
+
+    source_uuid: str
+    server_uuid: str
+    total_bytes: int
+    seconds: float
+    applied_index: int
+    term: int
+    config: RaftConfig
+    replaced_tombstone: bool
+
+
+def _replaceable(directory: Path, data_dir: Path, tablet_id: str) -> bool:
+    """Whether a replica is in the way: False for none; True for a tombstone (or a copy a crash
+    interrupted, which the server would undo anyway); AlreadyPresent for a live replica."""
+    if not directory.exists():
+        return False
+    try:
+        meta = TabletMetadata.load(directory)
+    except NotFound:
+        return False  # a creation that never finished: the server removes it too
+    except NyalaError as exc:
+        raise InvalidArgument(
+            f"cannot read the replica of tablet {tablet_id} in {data_dir}: {exc}; remove it first "
+            "(nyala local-replica delete --clean-unsafe)"
+        ) from None
+    if meta.data_state not in (DataState.TOMBSTONED, DataState.COPYING):
+        raise AlreadyPresent(
+            f"{data_dir} already has a live replica of tablet {tablet_id} ({meta.data_state.value}); tombstone it "
+            "first with nyala local-replica delete, then copy"
+        )
+    return True
+
+
+def copy_from_remote(
+    data_dir: Path,
+    tablet_id: str,
+    source_address: HostPort,
+    *,
+    timeout_s: float,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> CopiedFromRemote:
+    """Copy ``tablet_id`` from the running tablet server at ``source_address`` into the stopped
+    tablet server's ``data_dir``, replacing nothing but a tombstone.
+
+    The source is checked first (reachable, hosting the tablet RUNNING); a failure at any later
+    point deletes what the copy wrote, so a tombstone that was there stays one and a tablet
+    that was not there leaves no trace.
+    """
+    if not TABLET_ID_PATTERN.match(tablet_id):
+        raise InvalidArgument(f"{tablet_id!r} is not a tablet id")
+    with _locked(data_dir) as (tablets, own_uuid):
+        directory = tablets / tablet_id
+        replaced = _replaceable(directory, data_dir, tablet_id)
+        return run(_copy_into(data_dir, tablets, own_uuid, tablet_id, source_address, replaced, timeout_s, progress))
+
+
+async def _copy_into(
+    data_dir: Path,
+    tablets: Path,
+    own_uuid: str,
+    tablet_id: str,
+    source_address: HostPort,
+    replaced: bool,
+    timeout_s: float,
+    progress: Callable[[int, int], None],
+) -> CopiedFromRemote:
+    defaults = TabletServerOptions()
+    messenger = Messenger()
+    stores = await asyncio.to_thread(TabletStoreManager, str(data_dir / STORES_DIR), StorageOptions(storage_threads=1))
+    directory = tablets / tablet_id
+    temporary = tablets / (tablet_id + COPY_TMP_SUFFIX)
+    client = TabletCopyClient(
+        messenger,
+        own_uuid,
+        chunk_size_bytes=defaults.tablet_copy_transfer_chunk_size_bytes,
+        fetches_in_flight=defaults.tablet_copy_download_threads_nums_per_session,
+        max_retries=defaults.tablet_copy_fetch_max_retries,
+        throttler=Throttler(0),
+        counters=CopyCounters(),
+    )
+    started = time.monotonic()
+    source: CopySource | None = None
+    metadata: MetadataFile | None = None
+    ended = False
+    try:
+        async with asyncio.timeout(timeout_s):
+            peer = await check_copy_source(messenger, source_address, tablet_id, min(timeout_s, 30.0))
+            check_member_copy(tablet_id, peer, own_uuid, await asyncio.to_thread(_own_members, directory), False)
+            request = CopyRequest(tablet_id, peer.uuid, source_address, COPY_CALLER, peer.term or 0, False, 0)
+            source = await client.begin(request)
+            await asyncio.to_thread(write_copying_metadata, stores, directory, source)
+            metadata = MetadataFile(directory, source.metadata)
+            watcher = asyncio.ensure_future(_watch(temporary, source.total_bytes, progress))
+            try:
+                downloaded = await client.download(request, source, temporary)
+            finally:
+                watcher.cancel()
+            ended = True
+            await client.end(request, source, True)
+            await asyncio.to_thread(install_copied_replica, stores, metadata, source, downloaded)
+            progress(source.total_bytes, source.total_bytes)
+        cmeta = ConsensusMetadata.load(directory)
+        return CopiedFromRemote(
+            peer.uuid,
+            own_uuid,
+            source.total_bytes,
+            time.monotonic() - started,
+            source.applied_index,
+            cmeta.hard_state.term,
+            source.config,
+            replaced,
+        )
+    except BaseException as exc:
+        if source is not None and not ended:
+            await client.end(request, source, False)
+        await asyncio.to_thread(shutil.rmtree, temporary, True)
+        if metadata is not None:
+            await asyncio.to_thread(undo_copied_replica, stores, metadata, f"copy-from-remote failed: {exc}")
+        if isinstance(exc, TimeoutError):
+            raise TimedOut(
+                f"the copy of tablet {tablet_id} did not finish within {timeout_s:g} s; nothing was kept"
+            ) from None
+        raise
+    finally:
+        await asyncio.to_thread(stores.close)
+        await messenger.close()
+
+
+def _own_members(directory: Path) -> frozenset[str]:
+    """The members of the committed config a tombstone kept (none without consensus metadata)."""
+    try:
+        return frozenset(ConsensusMetadata.load(directory).committed_config.peer_ids)
+    except NyalaError:
+        return frozenset()
+
+
+async def _watch(directory: Path, total: int, progress: Callable[[int, int], None]) -> None:
+    """Report how much of the download is on disk (allocated blocks, since chunks land at their
+    offsets in any order)."""
+    while True:
+        progress(min(total, await asyncio.to_thread(_allocated, directory)), total)
+        await asyncio.sleep(_PROGRESS_S)
+
+
+def _allocated(directory: Path) -> int:
+    try:
+        return sum(p.stat().st_blocks * 512 for p in directory.rglob("*") if p.is_file())
+    except OSError:  # the download is being emptied or moved
+        return 0
+
+
+@local_replica.command("copy-from-remote")
+@_data_dir_argument
+@click.argument("tablet_id")
+@click.argument("source_address")
+@click.option(
+    "--timeout-sec",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="How long the whole copy may take.",
+)
+@format_option
+@handle_errors
+def copy_from_remote_command(
+    data_dir: Path, tablet_id: str, source_address: str, timeout_s: float, output_format: str
+) -> None:
+    """Copy the replica of TABLET_ID from the running tablet server at SOURCE_ADDRESS into DATA_DIR.
+
+    DATA_DIR is a stopped tablet server's.  The copy (rows, log tail, consensus metadata) is
+    what a leader's tablet copy installs; the server bootstraps the replica when it starts.
+    A live replica of the tablet there is refused: tombstone it first (``local-replica
+    delete``).  Name an up-to-date replica as the source (``nyala tablet find-most-up-to-date``);
+    when this server is a member of the tablet's Raft config, the source must be its leader.
+    """
+    address = parse_address(source_address, TSERVER_DEFAULT_PORT)
+    with progress_of(f"copying {tablet_id} from {address}") as update:
+        done = copy_from_remote(data_dir, tablet_id, address, timeout_s=timeout_s, progress=update)
+    if output_format == "json":
+        emit_json(
+            {
+                "tablet_id": tablet_id,
+                "source_uuid": done.source_uuid,
+                "server_uuid": done.server_uuid,
+                "bytes": done.total_bytes,
+                "seconds": round(done.seconds, 3),
+                "applied_index": done.applied_index,
+                "term": done.term,
+                "peers": list(done.config.peer_ids),
+                "replaced_tombstone": done.replaced_tombstone,
+            }
+        )
+        return
+    over = " over its tombstone" if done.replaced_tombstone else ""
+    click.echo(
+        f"copied tablet {tablet_id} from {address} ({done.source_uuid}) into {data_dir}{over}: "
+        f"{done.total_bytes} bytes in {done.seconds:.1f} s, applied index {done.applied_index}, term {done.term}; "
+        "the server bootstraps it when it starts"
+    )
+    if done.server_uuid not in done.config.peer_ids:
+        click.echo(
+            f"warning: this server ({done.server_uuid}) is not a member of the copied Raft config "
+            f"[{' '.join(done.config.peer_ids)}]; its replica takes no part until it is added "
+            "(nyala tablet change-config add-replica)",
+            err=True,
+        )

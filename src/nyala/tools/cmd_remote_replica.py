@@ -1,17 +1,19 @@
-"""``nyala remote-replica list|delete|unsafe-change-config TSERVER_ADDRESS ...``: one tablet
-server's replicas, addressed directly rather than through the masters (Kudu's ``kudu
-remote_replica``).
+"""``nyala remote-replica list|delete|unsafe-change-config TSERVER_ADDRESS ...`` and ``nyala
+remote-replica copy TABLET_ID SOURCE DEST``: tablet servers' replicas, addressed directly
+rather than through the masters (Kudu's ``kudu remote_replica``).
 
 ``unsafe-change-config`` is the recovery of last resort after a tablet lost a majority of its
 replicas for good: run it on the most up-to-date survivor (``nyala tablet
 find-most-up-to-date`` ranks them) with the uuids of the replicas to keep, that survivor
 among them.  ``delete`` tombstones one replica through the server's DeleteTablet.
-docs/recovery.md walks through both.
+docs/recovery.md walks through both.  ``copy`` has one server copy a replica from another
+(StartTabletCopy, as a leader sends it) and waits until the copy runs there.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import click
 
@@ -25,9 +27,17 @@ from nyala.tools._format import (
     emit_rows,
     format_option,
     handle_errors,
+    progress_of,
     timeout_option,
 )
-from nyala.tools.replica_ops import DeletedReplica, delete_remote_replica, list_remote_replicas, unsafe_change_config
+from nyala.tools.replica_ops import (
+    CopiedReplica,
+    DeletedReplica,
+    copy_remote_replica,
+    delete_remote_replica,
+    list_remote_replicas,
+    unsafe_change_config,
+)
 from nyala.tserver.options import TSERVER_DEFAULT_PORT
 
 __all__ = ["remote_replica"]
@@ -163,3 +173,82 @@ def unsafe_change_config_command(
         f"tablet {tablet_id} at {address}: forced the config to {', '.join(peer_uuids)} "
         f"(entry {index}, term {term}); the replica is campaigning"
     )
+
+
+@remote_replica.command("copy")
+@click.argument("tablet_id")
+@click.argument("source_address")
+@click.argument("dest_address")
+@click.option(
+    "--force-copy",
+    "--force_copy",
+    "force",
+    is_flag=True,
+    help="Replace a live replica on the destination (it is tombstoned, then copied).  Without it, a "
+    "destination that holds a live replica of the tablet is refused.",
+)
+@click.option(
+    "--timeout-sec",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="How long the whole copy may take, until the destination runs the replica.",
+)
+@format_option
+@handle_errors
+def copy_command(
+    tablet_id: str, source_address: str, dest_address: str, force: bool, timeout_s: float, output_format: str
+) -> None:
+    """Copy the replica of TABLET_ID from the tablet server at SOURCE_ADDRESS to the one at DEST_ADDRESS.
+
+    The destination fetches a consistent copy (rows, log tail, consensus metadata) as for a
+    leader's tablet copy, and the command waits until it runs the replica, or reports the
+    destination's error.  Name an up-to-date replica as the source (``nyala tablet
+    find-most-up-to-date``).  A destination outside the tablet's Raft config runs the copy
+    as a non-member until it is added (``nyala tablet change-config add-replica``), when it
+    catches up by replication.  A member of the config is copied only from the leader, and
+    its live replica is never replaced: remove it from the config first.
+    """
+    source = parse_address(source_address, TSERVER_DEFAULT_PORT)
+    dest = parse_address(dest_address, TSERVER_DEFAULT_PORT)
+
+    async def copy(update: Callable[[int, int], None]) -> CopiedReplica:
+        messenger = Messenger()
+        try:
+            return await copy_remote_replica(
+                messenger, tablet_id, source, dest, force=force, timeout_s=timeout_s, progress=update
+            )
+        finally:
+            await messenger.close()
+
+    with progress_of(f"copying {tablet_id} to {dest}") as update:
+        done = run(copy(update))
+    if output_format == "json":
+        emit_json(
+            {
+                "tablet_id": tablet_id,
+                "source_uuid": done.source.uuid,
+                "dest_uuid": done.dest.uuid,
+                "bytes": done.total_bytes,
+                "seconds": round(done.seconds, 3),
+                "replaced_live_replica": done.replaced_live,
+                "state": "RUNNING",
+                "applied_index": done.applied_index,
+                "num_rows": done.num_rows,
+                "in_config": done.member,
+            }
+        )
+        return
+    replaced = " (its live replica was replaced)" if done.replaced_live else ""
+    click.echo(
+        f"copied tablet {tablet_id} from {source} ({done.source.uuid}) to {dest} ({done.dest.uuid}){replaced}: "
+        f"{done.total_bytes} bytes in {done.seconds:.1f} s; the replica is RUNNING, applied index "
+        f"{done.applied_index}, {done.num_rows} rows"
+    )
+    if not done.member:
+        click.echo(
+            f"note: {done.dest.uuid} is not a member of the tablet's Raft config; add it with nyala tablet "
+            "change-config add-replica (it then catches up by replication)",
+            err=True,
+        )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import click
 
 from nyala.client.async_client import AsyncClient
-from nyala.consensus.core import ChangeKind, ConfigChange, RaftConfig
+from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftConfig
 from nyala.tools._format import (
     UnderscoreGroup,
     connect_cli,
@@ -89,6 +89,8 @@ async def _change(
         member = config.member(change.peer_id)
         if change.kind is ChangeKind.REMOVE_PEER:
             return member is None
+        if change.kind is ChangeKind.ADD_PEER and change.promote:
+            return member is not None  # the leader may have promoted it already
         return member is not None and member.member_type is change.member_type
 
     config, leader = await ops.change([change], done=done)
@@ -100,22 +102,40 @@ async def _change(
 @click.argument("tablet_id")
 @click.argument("tserver_uuid")
 @click.argument("replica_type", type=REPLICA_TYPES)
+@click.option(
+    "--promote",
+    is_flag=True,
+    help="Mark the new NON_VOTER for promotion (Kudu's promote attribute): the leader makes it a "
+    "VOTER once it has caught up.  The way to grow a tablet by one voter without waiting on it.",
+)
 @format_option
 @timeout_option
 @handle_errors
 def add_replica(
-    master_addresses: str, tablet_id: str, tserver_uuid: str, replica_type: str, output_format: str, timeout_s: float
+    master_addresses: str,
+    tablet_id: str,
+    tserver_uuid: str,
+    replica_type: str,
+    promote: bool,
+    output_format: str,
+    timeout_s: float,
 ) -> None:
     """Add the tablet server TSERVER_UUID to the tablet's config as a VOTER or NON_VOTER.
 
     The new replica gets the tablet's data from the leader (a tablet copy when it lacks the
-    tablet).  To replace a replica safely, prefer ``move-replica``.
+    tablet).  To add a voter, prefer ``NON_VOTER --promote``: the tablet's majority does not
+    include the new replica until it has caught up.  To replace a replica safely, prefer
+    ``move-replica``.
     """
     kind = member_type(replica_type)
-    change = ConfigChange(ChangeKind.ADD_PEER, tserver_uuid, kind, promote=False, replace=False)
+    if promote and kind is not MemberType.NON_VOTER:
+        raise click.UsageError("--promote is for a NON_VOTER (a VOTER has nothing to be promoted to)")
+    change = ConfigChange(ChangeKind.ADD_PEER, tserver_uuid, kind, promote=promote, replace=False)
     with connect_cli(master_addresses, timeout_s) as client:
         config, leader, servers = client.run(_change(client.aio, tablet_id, change, timeout_s))
     message = f"added {tserver_uuid} to tablet {tablet_id} as a {kind.name}"
+    if promote:
+        message += ", to be promoted to VOTER once it has caught up"
     _print_config(output_format, message, tablet_id, config, leader, servers)
 
 

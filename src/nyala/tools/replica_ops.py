@@ -29,6 +29,15 @@ Majority-loss recovery: :func:`rank_replicas` orders a tablet's replicas by how 
 their logs are (the higher last term first, then the longer log, as Raft's vote rule ranks
 them), so the operator forces the config on the survivor that lost the least;
 :func:`delete_remote_replica` tombstones one replica through the server's DeleteTablet.
+
+Copying a replica by hand (Kudu's ``remote_replica copy``): :func:`copy_remote_replica` checks
+the source (reachable, hosting the tablet RUNNING) and the destination (no live replica unless
+forced) before anything changes, sends the destination StartTabletCopy, and follows the copy
+in the destination's GetTabletServerStatus until the replica runs or the copy failed.  A
+member of the tablet's config is never replaced live, and is copied only from the leader
+(:func:`check_member_copy`): either could lose writes it acknowledged.
+:func:`check_copy_source` and :func:`check_member_copy` are shared with ``local-replica
+copy-from-remote``.
 """
 
 from __future__ import annotations
@@ -36,16 +45,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nyala.client.async_client import AsyncClient
 from nyala.client.info import role_name
-from nyala.common.hostport import parse_address
+from nyala.common.hostport import HostPort, parse_address
 from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftConfig, decode_config
 from nyala.errors import (
     Aborted,
+    AlreadyPresent,
     IllegalState,
     InvalidArgument,
     NetworkError,
@@ -57,6 +68,7 @@ from nyala.errors import (
 )
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
+from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger
 from nyala.services import (
@@ -67,16 +79,23 @@ from nyala.services import (
     GET_TABLET_SERVER_STATUS,
     LEADER_STEP_DOWN,
     LIST_TABLETS,
+    START_TABLET_COPY,
     UNSAFE_CHANGE_CONFIG,
 )
 from nyala.tserver.metadata import TABLET_ID_PATTERN
 
 __all__ = [
+    "COPY_CALLER",
+    "CopiedReplica",
+    "CopyPeer",
     "DeletedReplica",
     "MoveStep",
     "ReplicaView",
     "TabletOps",
+    "check_copy_source",
+    "check_member_copy",
     "config_rows",
+    "copy_remote_replica",
     "delete_remote_replica",
     "list_remote_replicas",
     "member_type",
@@ -560,3 +579,230 @@ async def most_up_to_date(client: AsyncClient, tablet_id: str, timeout_s: float)
         *(_replica_position(client.messenger, r.uuid, r.address, tablet_id, timeout_s) for r in info.replicas)
     )
     return rank_replicas(rows)
+
+
+# --- copying a replica by hand ------------------------------------------------------------------
+
+#: The caller a tool's StartTabletCopy names (the destination only logs it).
+COPY_CALLER = "nyala-cli"
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyPeer:
+    """A tablet server taking part in a copy: its uuid, its address, and what its replica of the
+    tablet says: its term (None when it has no replica), whether it leads, and the members of
+    its committed and pending configs."""
+
+    uuid: str
+    address: HostPort
+    term: int | None
+    leads: bool = False
+    leader_uuid: str = ""
+    members: frozenset[str] = frozenset()
+
+
+async def _reach(messenger: Messenger, address: HostPort, role: str, timeout_s: float) -> str:
+    """The uuid of the tablet server at ``address``; NetworkError saying which server is unreachable."""
+    try:
+        status = await messenger.call(
+            address, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB(), timeout=timeout_s
+        )
+    except (NetworkError, TimedOut) as exc:
+        raise NetworkError(f"cannot reach the {role} tablet server at {address}: {exc}") from None
+    return status.instance.permanent_uuid
+
+
+async def _listed(
+    messenger: Messenger, address: HostPort, tablet_id: str, timeout_s: float
+) -> tpb.ListTabletsResponsePB.StatusPB | None:
+    listing = await messenger.call(address, LIST_TABLETS, tpb.ListTabletsRequestPB(), timeout=timeout_s)
+    return next((t for t in listing.tablets if t.tablet_id == tablet_id), None)
+
+
+async def _peer(messenger: Messenger, uuid: str, address: HostPort, tablet_id: str, timeout_s: float) -> CopyPeer:
+    """The server's replica as its GetConsensusState describes it (a tombstone's too)."""
+    request = cpb.GetConsensusStateRequestPB(dest_uuid=uuid, tablet_ids=[tablet_id])
+    response = await messenger.call(address, GET_CONSENSUS_STATE, request, timeout=timeout_s)
+    if not response.tablets:
+        return CopyPeer(uuid, address, None)
+    state = response.tablets[0]
+    members = {p.permanent_uuid for p in state.committed_config.peers}
+    if state.HasField("pending_config"):
+        members |= {p.permanent_uuid for p in state.pending_config.peers}
+    leads = state.role == common_pb2.LEADER and state.leader_uuid == uuid
+    return CopyPeer(uuid, address, state.current_term, leads, state.leader_uuid, frozenset(members))
+
+
+def check_member_copy(
+    tablet_id: str, source: CopyPeer, dest_uuid: str, dest_members: frozenset[str], live: bool
+) -> None:
+    """Refuse a copy that could lose writes a member of the tablet's config acknowledged.
+
+    A member's acknowledgements count toward commit.  A live member goes on acknowledging
+    until the destination tombstones it, after the source's snapshot: replacing it can leave
+    it without entries the leader counted it for, so it must leave the config first.  A
+    member that is a tombstone (or whose server is stopped) acknowledged entries the leader
+    holds, but a follower may lack them: its copy must come from the leader.  The source's
+    config decides membership when the source leads; otherwise either view of it does.
+    """
+    member = dest_uuid in source.members or (not source.leads and dest_uuid in dest_members)
+    if not member:
+        return
+    if live:
+        raise IllegalState(
+            f"the replica of tablet {tablet_id} on {dest_uuid} is a live member of the tablet's Raft config: "
+            "replacing its log under it can lose writes it acknowledged. Remove it from the config first "
+            "(nyala tablet change-config remove-replica), or tombstone it (nyala remote-replica delete) and copy "
+            "it from the leader"
+        )
+    if not source.leads:
+        leader = source.leader_uuid or "unknown to the source"
+        raise IllegalState(
+            f"{dest_uuid} is a member of the Raft config of tablet {tablet_id}: copy its replica from the tablet's "
+            f"leader ({leader}), whose log holds everything the member acknowledged, not from {source.uuid}"
+        )
+
+
+async def check_copy_source(messenger: Messenger, address: HostPort, tablet_id: str, timeout_s: float) -> CopyPeer:
+    """The tablet server at ``address`` as a copy source of ``tablet_id``: reachable (else
+    NetworkError), hosting the tablet (else NotFound) and its replica RUNNING (else IllegalState)."""
+    if not TABLET_ID_PATTERN.match(tablet_id):
+        raise InvalidArgument(f"{tablet_id!r} is not a tablet id")
+    uuid = await _reach(messenger, address, "source", timeout_s)
+    listed = await _listed(messenger, address, tablet_id, timeout_s)
+    if listed is None:
+        raise NotFound(f"tablet {tablet_id} has no replica on the source tablet server at {address} ({uuid})")
+    if listed.state != tpb.RUNNING:
+        state = tpb.TabletStatePB.Name(listed.state)
+        raise IllegalState(
+            f"the replica of tablet {tablet_id} on the source tablet server at {address} ({uuid}) is {state}, "
+            "not RUNNING: it cannot be copied from"
+        )
+    return await _peer(messenger, uuid, address, tablet_id, timeout_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class CopiedReplica:
+    """What ``remote-replica copy`` made: the destination's replica, RUNNING."""
+
+    source: CopyPeer
+    dest: CopyPeer
+    total_bytes: int
+    seconds: float
+    replaced_live: bool
+    applied_index: int
+    num_rows: int
+    member: bool  # whether the copied config lists the destination
+
+
+async def copy_remote_replica(
+    messenger: Messenger,
+    tablet_id: str,
+    source_address: HostPort,
+    dest_address: HostPort,
+    *,
+    force: bool,
+    timeout_s: float,
+    progress: Progress,
+) -> CopiedReplica:
+    """Copy the replica of ``tablet_id`` on the server at ``source_address`` to the server at
+    ``dest_address`` and wait until the destination runs it.
+
+    Everything is checked before the destination is asked: the source (see
+    :func:`check_copy_source`), the destination reachable and distinct, and holding no live
+    replica of the tablet unless ``force`` (which tombstones and replaces it: Kudu's
+    ``--force_copy``).  ``progress(done, total)`` follows the bytes the destination fetches.
+    A failed copy raises Aborted with the destination's own error; nothing of it remains there
+    but a tombstone when there was one.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+
+    def left() -> float:
+        return max(0.1, deadline - loop.time())
+
+    source = await check_copy_source(messenger, source_address, tablet_id, left())
+    dest_uuid = await _reach(messenger, dest_address, "destination", left())
+    if dest_uuid == source.uuid:
+        raise InvalidArgument(f"the source and the destination are the same tablet server ({dest_uuid})")
+    here = await _listed(messenger, dest_address, tablet_id, left())
+    live = here is not None and here.state != tpb.TOMBSTONED
+    if here is not None and here.state == tpb.COPYING:
+        raise IllegalState(f"a tablet copy of {tablet_id} is already in progress on {dest_address} ({dest_uuid})")
+    if live and not force:
+        assert here is not None
+        raise AlreadyPresent(
+            f"the destination tablet server at {dest_address} ({dest_uuid}) already has a live replica of tablet "
+            f"{tablet_id} ({tpb.TabletStatePB.Name(here.state)}); --force-copy replaces it (it is tombstoned, "
+            "then copied)"
+        )
+    dest = CopyPeer(dest_uuid, dest_address, None)
+    if here is not None:
+        dest = await _peer(messenger, dest_uuid, dest_address, tablet_id, left())
+    check_member_copy(tablet_id, source, dest_uuid, dest.members, live)
+    # The term check guards replicas against a stale leader's request; an operator's copy names
+    # its source on purpose (Kudu's tool sends the highest term), so it asks in the newer of the
+    # two terms: the installed replica keeps the higher term and its vote in it anyway.
+    caller_term = max(source.term or 0, dest.term or 0)
+    request = tcpb.StartTabletCopyRequestPB(
+        dest_uuid=dest_uuid,
+        tablet_id=tablet_id,
+        copy_peer_uuid=source.uuid,
+        copy_peer_addr=common_pb2.HostPortPB(host=source_address.host, port=source_address.port),
+        caller_uuid=COPY_CALLER,
+        caller_term=caller_term,
+        replace_live_replica=force,
+    )
+    before = await _copy_status(messenger, dest_address, left())
+    fetched_before = _fetched(before)
+    started = time.monotonic()
+    await messenger.call(dest_address, START_TABLET_COPY, request, timeout=left())
+    while True:
+        status = await _copy_status(messenger, dest_address, left())
+        copy = next((c for c in status.tablet_copies if c.tablet_id == tablet_id), None)
+        if copy is None:  # the destination restarted: the copy went with it
+            raise Aborted(f"the destination tablet server at {dest_address} no longer knows the copy of {tablet_id}")
+        if copy.total_bytes:
+            progress(min(copy.total_bytes, _fetched(status) - fetched_before), copy.total_bytes)
+        if copy.state == tpb.TabletCopyStatusPB.FAILED:
+            raise Aborted(f"the tablet copy of {tablet_id} to {dest_address} ({dest_uuid}) failed there: {copy.error}")
+        if copy.state == tpb.TabletCopyStatusPB.COMPLETED:
+            replica = await _listed(messenger, dest_address, tablet_id, left())
+            if replica is not None and replica.state == tpb.RUNNING:
+                state = await messenger.call(
+                    dest_address,
+                    GET_CONSENSUS_STATE,
+                    cpb.GetConsensusStateRequestPB(dest_uuid=dest_uuid, tablet_ids=[tablet_id]),
+                    timeout=left(),
+                )
+                config = state.tablets[0].committed_config if state.tablets else None
+                member = config is not None and any(p.permanent_uuid == dest_uuid for p in config.peers)
+                return CopiedReplica(
+                    source,
+                    dest,
+                    copy.total_bytes,
+                    time.monotonic() - started,
+                    live,
+                    replica.applied_index,
+                    replica.num_rows,
+                    member,
+                )
+            if replica is not None and replica.state == tpb.FAILED:
+                raise Aborted(f"the copied replica of {tablet_id} on {dest_address} failed to start: {replica.error}")
+        if loop.time() >= deadline:
+            raise TimedOut(
+                f"the tablet copy of {tablet_id} to {dest_address} did not finish within {timeout_s:g} s; it goes on "
+                f"there (nyala remote-replica list {dest_address} shows the replica's state)"
+            )
+        await asyncio.sleep(min(POLL_S, left()))
+
+
+async def _copy_status(
+    messenger: Messenger, address: HostPort, timeout_s: float
+) -> tpb.GetTabletServerStatusResponsePB:
+    request = tpb.GetTabletServerStatusRequestPB()
+    return await messenger.call(address, GET_TABLET_SERVER_STATUS, request, timeout=timeout_s)
+
+
+def _fetched(status: tpb.GetTabletServerStatusResponsePB) -> int:
+    return status.tablet_copy_bytes_within_location + status.tablet_copy_bytes_across_locations

@@ -36,8 +36,10 @@ import asyncio
 import logging
 import os
 import shutil
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 
 from nyala.consensus.core import HardState, RaftConfig
@@ -53,7 +55,15 @@ from nyala.tserver.state_machine import TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
 from nyala.tserver.tablet_copy_client import COPY_TMP_SUFFIX, CopyRequest, CopySource, Downloaded, TabletCopyClient
 
-__all__ = ["TabletManager"]
+__all__ = [
+    "CopyStatus",
+    "TabletManager",
+    "delete_replica_data",
+    "install_copied_replica",
+    "remove_replica_files",
+    "undo_copied_replica",
+    "write_copying_metadata",
+]
 
 log = logging.getLogger("nyala.tserver")
 _FLUSHABLE = frozenset({tpb.RUNNING, tpb.STOPPING})
@@ -61,6 +71,28 @@ _FLUSHABLE = frozenset({tpb.RUNNING, tpb.STOPPING})
 TABLETS_DIR = "tablets"
 STORES_DIR = "stores"
 WAL_DIR = "wal"
+#: Ended tablet copies whose outcome GetTabletServerStatus still reports.
+COPY_HISTORY = 100
+
+
+@dataclass
+class CopyStatus:
+    """One tablet copy into this server: running, or how it ended (for GetTabletServerStatus)."""
+
+    tablet_id: str
+    source_uuid: str
+    state: tpb.TabletCopyStatusPB.State = tpb.TabletCopyStatusPB.IN_PROGRESS
+    error: str = ""
+    total_bytes: int = 0
+
+    def to_pb(self) -> tpb.TabletCopyStatusPB:
+        return tpb.TabletCopyStatusPB(
+            tablet_id=self.tablet_id,
+            source_uuid=self.source_uuid,
+            state=self.state,
+            error=self.error,
+            total_bytes=self.total_bytes,
+        )
 
 
 class TabletManager:
@@ -100,6 +132,8 @@ class TabletManager:
         #: At most this many tablet copies run into this server at once.
         self.max_copies = 10
         self._copies: dict[str, asyncio.Task[None]] = {}
+        #: The copy of each tablet that runs now or ended last, oldest first.
+        self._copy_statuses: OrderedDict[str, CopyStatus] = OrderedDict()
         self._loaded = False
         self._closing = False
 
@@ -324,22 +358,28 @@ class TabletManager:
         self._delete_data(tablet.tablet_id, tablet.directory)
 
     def _delete_data(self, tablet_id: str, directory: Path) -> None:
-        """Remove rows and log; the metadata and consensus metadata stay (a tombstone)."""
-        self.stores.delete_tablet(tablet_id)
-        shutil.rmtree(directory / WAL_DIR, ignore_errors=True)
+        delete_replica_data(self.stores, tablet_id, directory)
 
     def _remove_files(self, tablet_id: str, directory: Path) -> None:
-        """Remove every trace of a tablet; the metadata file goes first, so a crash midway
-        leaves a directory that startup recognises as garbage."""
-        (directory / META_FILE).unlink(missing_ok=True)
-        self.stores.delete_tablet(tablet_id)
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_replica_files(self.stores, tablet_id, directory)
 
     # -- tablet copy (the destination) --------------------------------------------------------------
 
     def copies_in_progress(self) -> list[str]:
         """The tablets being copied into this server now."""
         return sorted(self._copies)
+
+    def copy_statuses(self) -> list[CopyStatus]:
+        """The copies running now and how the last copy of each tablet ended (at most
+        ``COPY_HISTORY`` ended ones), oldest first."""
+        return list(self._copy_statuses.values())
+
+    def _note_copy(self, status: CopyStatus) -> None:
+        self._copy_statuses.pop(status.tablet_id, None)
+        self._copy_statuses[status.tablet_id] = status
+        ended = [t for t, s in self._copy_statuses.items() if s.state != tpb.TabletCopyStatusPB.IN_PROGRESS]
+        for tablet_id in ended[: max(0, len(ended) - COPY_HISTORY)]:
+            del self._copy_statuses[tablet_id]
 
     async def start_copy(self, request: CopyRequest) -> None:
         """Check a StartTabletCopy and start the copy in the background; returns at once.
@@ -364,7 +404,11 @@ class TabletManager:
         existing = self._tablets.get(tablet_id)
         if existing is not None:
             self._check_copy_allowed(existing, request)
-        self._copies[tablet_id] = self._loop.create_task(self._run_copy(request), name=f"tablet-copy-{tablet_id}")
+        status = CopyStatus(tablet_id, request.source_uuid)
+        self._note_copy(status)
+        self._copies[tablet_id] = self._loop.create_task(
+            self._run_copy(request, status), name=f"tablet-copy-{tablet_id}"
+        )
         log.info(
             "tablet copy of %s from %s (%s) started, asked by %s in term %d%s",
             tablet_id,
@@ -409,7 +453,7 @@ class TabletManager:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _run_copy(self, request: CopyRequest) -> None:
+    async def _run_copy(self, request: CopyRequest, status: CopyStatus) -> None:
         client = self.copy_client
         assert client is not None
         tablet_id = request.tablet_id
@@ -420,6 +464,7 @@ class TabletManager:
         client.counters.started += 1
         try:
             source = await client.begin(request)
+            status.total_bytes = source.total_bytes
             tablet = await self._prepare_copy(request, source)
             downloaded = await client.download(request, source, temporary)
             done, source = source, None
@@ -441,14 +486,22 @@ class TabletManager:
             outcome = f"failed: {type(e).__name__}: {e}"
             log.warning("tablet copy of %s from %s %s", tablet_id, request.source_uuid, outcome)
         finally:
-            if source is not None:
-                await client.end(request, source, False)
-            if outcome == "installed":
-                client.counters.completed += 1
-            else:
-                client.counters.failed += 1
-                await self._abandon_copy(tablet_id, tablet, temporary, f"tablet copy {outcome}")
-            self._copies.pop(tablet_id, None)
+            try:
+                if source is not None:
+                    await client.end(request, source, False)
+                if outcome != "installed":
+                    await self._abandon_copy(tablet_id, tablet, temporary, f"tablet copy {outcome}")
+            finally:
+                # Counted and reported only once the cleanup is done: whoever sees the copy
+                # failed (a test, remote-replica copy) finds nothing of it left.
+                if outcome == "installed":
+                    client.counters.completed += 1
+                    status.state = tpb.TabletCopyStatusPB.COMPLETED
+                else:
+                    client.counters.failed += 1
+                    status.state, status.error = tpb.TabletCopyStatusPB.FAILED, f"tablet copy {outcome}"
+                self._copies.pop(tablet_id, None)
+                self._note_copy(status)
 
     async def _prepare_copy(self, request: CopyRequest, source: CopySource) -> TabletReplica:
         """Tombstone a live replica being replaced and write the metadata COPYING (under the lock)."""
@@ -468,12 +521,7 @@ class TabletManager:
         return tablet
 
     def _write_copying(self, directory: Path, source: CopySource) -> None:
-        created = not directory.exists()
-        directory.mkdir(parents=True, exist_ok=True)
-        if created:
-            fsync_dir(self._dir)
-        self._delete_data(source.metadata.tablet_id, directory)  # a tombstone has none; be sure
-        source.metadata.save(directory)
+        write_copying_metadata(self.stores, directory, source)
 
     async def _install_copy(self, tablet: TabletReplica, source: CopySource, downloaded: Downloaded) -> None:
         """Put the checked download in place, durably, then bootstrap the tablet as at startup."""
@@ -494,24 +542,7 @@ class TabletManager:
         )
 
     def _install_files(self, tablet: TabletReplica, source: CopySource, downloaded: Downloaded) -> None:
-        directory = tablet.directory
-        self.stores.install_snapshot(tablet.tablet_id, [str(p) for p in downloaded.store_files], move=True)
-        wal = directory / WAL_DIR
-        shutil.rmtree(wal, ignore_errors=True)
-        os.replace(downloaded.wal_dir, wal)  # its segments and the directory were synced by the download
-        fsync_dir(directory)
-        # Terms never go back, and a vote stands only in the term it was cast in.
-        term, vote = source.term, ""
-        try:
-            local = ConsensusMetadata.load(directory)
-        except NotFound:
-            local = None
-        if local is not None and local.hard_state.term >= source.term:
-            term, vote = local.hard_state.term, local.hard_state.vote
-        # The source applied A, so A is committed: the hint lets a restart apply that far at once.
-        ConsensusMetadata(HardState(term, vote, source.applied_index), source.config).save(directory)
-        tablet.metadata.update(lambda m: m.with_state(DataState.READY))
-        shutil.rmtree(downloaded.directory, ignore_errors=True)
+        install_copied_replica(self.stores, tablet.metadata, source, downloaded)
 
     async def _abandon_copy(self, tablet_id: str, tablet: TabletReplica | None, temporary: Path, reason: str) -> None:
         """Remove what a failed copy left: its download, and a COPYING replica (to a tombstone)."""
@@ -522,12 +553,9 @@ class TabletManager:
         self._changed()
 
     def _undo_copy(self, tablet: TabletReplica, reason: str) -> None:
-        self._delete_data(tablet.tablet_id, tablet.directory)
-        if (tablet.directory / CMETA_FILE).exists():
-            tablet.metadata.update(lambda m: m.with_state(DataState.TOMBSTONED, reason))
-            tablet.set_state(tpb.TOMBSTONED)
+        if undo_copied_replica(self.stores, tablet.metadata, reason):
+            tablet.set_state(tpb.TOMBSTONED, reason)
         else:
-            self._remove_files(tablet.tablet_id, tablet.directory)
             del self._tablets[tablet.tablet_id]
 
     # -- maintenance and shutdown ---------------------------------------------------------------------
@@ -563,6 +591,77 @@ class TabletManager:
             tablet.set_state(tpb.STOPPING)
         await self.flush_old_memrowsets(0.0)  # so a clean restart has no log to replay
         await asyncio.to_thread(self.stores.close)
+
+
+# -- the files of a replica, and of a tablet copy's install ----------------------------------------
+#
+# Plain functions of the data directory, so that ``nyala local-replica copy-from-remote`` installs
+# a copy into a stopped server's directory with the very code the server runs.
+
+
+def delete_replica_data(stores: TabletStoreManager, tablet_id: str, directory: Path) -> None:
+    """Remove a replica's rows and log; the metadata and consensus metadata stay (a tombstone)."""
+    stores.delete_tablet(tablet_id)
+    shutil.rmtree(directory / WAL_DIR, ignore_errors=True)
+
+
+def remove_replica_files(stores: TabletStoreManager, tablet_id: str, directory: Path) -> None:
+    """Remove every trace of a replica; the metadata file goes first, so a crash midway leaves
+    a directory that startup recognises as garbage."""
+    (directory / META_FILE).unlink(missing_ok=True)
+    stores.delete_tablet(tablet_id)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_copying_metadata(stores: TabletStoreManager, directory: Path, source: CopySource) -> None:
+    """Start installing a copy in ``directory``: no rows or log of an earlier replica left, the
+    metadata written COPYING (from here on, an interrupted copy is recognised and undone)."""
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    if created:
+        fsync_dir(directory.parent)
+    delete_replica_data(stores, source.metadata.tablet_id, directory)  # a tombstone has none; be sure
+    source.metadata.save(directory)
+
+
+def install_copied_replica(
+    stores: TabletStoreManager, metadata: MetadataFile, source: CopySource, downloaded: Downloaded
+) -> None:
+    """Put a checked download in place, durably, and flip the metadata to READY: the store
+    file, the WAL segments, the consensus metadata (the higher of the local and the source's
+    term, the local vote only with the local term, the source's committed config)."""
+    directory = metadata.directory
+    tablet_id = metadata.current.tablet_id
+    stores.install_snapshot(tablet_id, [str(p) for p in downloaded.store_files], move=True)
+    wal = directory / WAL_DIR
+    shutil.rmtree(wal, ignore_errors=True)
+    os.replace(downloaded.wal_dir, wal)  # its segments and the directory were synced by the download
+    fsync_dir(directory)
+    # Terms never go back, and a vote stands only in the term it was cast in.
+    term, vote = source.term, ""
+    try:
+        local = ConsensusMetadata.load(directory)
+    except NotFound:
+        local = None
+    if local is not None and local.hard_state.term >= source.term:
+        term, vote = local.hard_state.term, local.hard_state.vote
+    # The source applied A, so A is committed: the hint lets a restart apply that far at once.
+    ConsensusMetadata(HardState(term, vote, source.applied_index), source.config).save(directory)
+    metadata.update(lambda m: m.with_state(DataState.READY))
+    shutil.rmtree(downloaded.directory, ignore_errors=True)
+
+
+def undo_copied_replica(stores: TabletStoreManager, metadata: MetadataFile, reason: str) -> bool:
+    """Delete what a failed copy installed: a tombstone remains when the replica has consensus
+    metadata (True), else every trace goes (False)."""
+    directory = metadata.directory
+    tablet_id = metadata.current.tablet_id
+    delete_replica_data(stores, tablet_id, directory)
+    if (directory / CMETA_FILE).exists():
+        metadata.update(lambda m: m.with_state(DataState.TOMBSTONED, reason))
+        return True
+    remove_replica_files(stores, tablet_id, directory)
+    return False
 
 
 def _check_same_tablet(existing: TabletReplica, meta: TabletMetadata, config: RaftConfig) -> None:

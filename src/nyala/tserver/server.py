@@ -132,6 +132,7 @@ class TabletServer(ServerBase):
             response.tablet_copy_bytes_across_locations = counters.bytes_across_locations
         response.tablet_copy_bytes_served = self.copy_sources.bytes_served
         response.location = self.heartbeater.own_location
+        response.tablet_copies.extend(status.to_pb() for status in self.tablets.copy_statuses())
 
     async def _start(self) -> None:
         self.scanners.start()

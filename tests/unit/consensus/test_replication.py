@@ -20,6 +20,7 @@ from nyala.consensus.core import (
     RaftOptions,
     Role,
 )
+from nyala.consensus.core.progress import Progress, ProgressState
 from nyala.errors import IllegalState, InvalidArgument, NotTheLeader, ServiceUnavailable
 
 from .helpers import GROUP, Net, make_core, persisted
@@ -376,3 +377,19 @@ def test_a_heartbeat_carrying_the_commit_index_is_the_notice() -> None:
     net.tick("a")  # every tick is a heartbeat tick here
     assert net.sent(Heartbeat)
     assert not net.sent(AppendRequest), "the heartbeats carry the commit index: no AppendEntries besides"
+
+
+def test_a_probe_refused_at_the_match_index_forgets_what_the_peer_acknowledged() -> None:
+    progress = Progress(1)
+    progress.acknowledge(11)
+    progress.become_replicate()
+    assert not progress.reject(11, 6)  # in REPLICATE, a refusal at or below match is stale
+    assert progress.match == 11
+    progress.become_probe()
+    assert progress.next == 12
+    assert not progress.reject(9, 6)  # not the probe in flight: stale
+    # The probe at match itself refused: the peer's log was replaced by an older one.
+    assert progress.reject(11, 6)
+    assert (progress.match, progress.next, progress.state) == (0, 7, ProgressState.PROBE)
+    progress.acknowledge(6)
+    assert progress.match == 6

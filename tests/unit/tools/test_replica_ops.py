@@ -5,11 +5,19 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from nyala.common.hostport import HostPort
 from nyala.consensus.core import ChangeKind, ConfigChange, Member, MemberType, RaftConfig
-from nyala.errors import InvalidArgument, NotFound
+from nyala.errors import IllegalState, InvalidArgument, NotFound
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.tools.cli import main
-from nyala.tools.replica_ops import MoveStep, _move_changes, member_type, next_move_step
+from nyala.tools.replica_ops import (
+    CopyPeer,
+    MoveStep,
+    _move_changes,
+    check_member_copy,
+    member_type,
+    next_move_step,
+)
 from nyala.tserver.consensus_admin import parse_change, parse_changes
 
 V, N = MemberType.VOTER, MemberType.NON_VOTER
@@ -103,3 +111,24 @@ def test_kudu_underscore_spellings_and_help() -> None:
     bad = runner.invoke(main, ["tablet", "leader-step-down", "m:1", "t", "--abrupt", "--new-leader-uuid", "x"])
     assert bad.exit_code == 2
     assert "graceful" in bad.output
+    voter = runner.invoke(main, ["tablet", "change-config", "add-replica", "m:1", "t", "u", "VOTER", "--promote"])
+    assert voter.exit_code == 2
+    assert "--promote is for a NON_VOTER" in voter.output
+
+
+def test_a_members_replica_is_never_replaced_live_and_is_copied_only_from_the_leader() -> None:
+    address = HostPort("127.0.0.1", 7050)
+    leader = CopyPeer("a", address, 3, leads=True, leader_uuid="a", members=frozenset("abc"))
+    follower = CopyPeer("b", address, 3, leads=False, leader_uuid="a", members=frozenset("abc"))
+    check_member_copy("t", leader, "d", frozenset(), live=True)  # not a member: anything goes
+    check_member_copy("t", leader, "c", frozenset("abc"), live=False)  # a member's tombstone, from the leader
+    with pytest.raises(IllegalState, match="live member"):
+        check_member_copy("t", leader, "c", frozenset("abc"), live=True)
+    with pytest.raises(IllegalState, match=r"from the tablet's leader \(a\)"):
+        check_member_copy("t", follower, "c", frozenset(), live=False)
+    # The leader's config decides: a replica it removed is no member, whatever it believes.
+    check_member_copy("t", CopyPeer("a", address, 3, True, "a", frozenset("ab")), "c", frozenset("abc"), live=True)
+    # Without the leader's word, the destination's own view counts too.
+    stale = CopyPeer("b", address, 3, False, "", frozenset("ab"))
+    with pytest.raises(IllegalState, match="unknown to the source"):
+        check_member_copy("t", stale, "c", frozenset("abc"), live=False)

@@ -135,6 +135,14 @@ def test_a_copy_brings_a_running_replica_with_the_sources_rows_schema_and_term(t
         assert not (b.data_dir.path / "tablets" / "t1.copy-tmp").exists()
         status = await messenger.call(b.address, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB())
         assert (status.tablet_copies_started, status.tablet_copies_completed, status.tablet_copies_failed) == (1, 1, 0)
+        (outcome,) = status.tablet_copies  # what a tool that asked for the copy follows
+        assert (outcome.tablet_id, outcome.source_uuid, outcome.state) == (
+            "t1",
+            a.uuid,
+            tpb.TabletCopyStatusPB.COMPLETED,
+        )
+        assert outcome.total_bytes > 0
+        assert outcome.error == ""
         assert status.tablet_copy_bytes_within_location > 0
         assert status.tablet_copy_bytes_across_locations == 0
         served = await messenger.call(a.address, GET_TABLET_SERVER_STATUS, tpb.GetTabletServerStatusRequestPB())
@@ -238,6 +246,9 @@ def test_a_copy_that_fails_leaves_nothing_and_at_most_so_many_run_at_once(tmp_pa
         assert await settled(b, "nowhere") is None
         assert b.tablets.copy_client is not None
         assert b.tablets.copy_client.counters.failed == 1
+        (failed,) = b.tablets.copy_statuses()  # the destination tells why, though nothing is left
+        assert failed.state == tpb.TabletCopyStatusPB.FAILED
+        assert "'nowhere' is not hosted" in failed.error
         await messenger.call(b.address, START_TABLET_COPY, start(a, b, 1), timeout=5)
         with pytest.raises(ServiceUnavailable, match="num_tablets_to_copy_simultaneously"):
             await messenger.call(b.address, START_TABLET_COPY, start(a, b, 1, tablet_id="other"), timeout=5)

@@ -4,7 +4,9 @@ A peer is in one of three states:
 
 - PROBE: the leader does not know where the peer's log matches its own.  It sends one
   AppendEntries at a time (then ``paused`` until an answer or the next heartbeat answer) and
-  moves ``next`` back using the peer's hints until an append succeeds.
+  moves ``next`` back using the peer's hints until an append succeeds.  ``match`` only grows,
+  except when a probe at ``match`` itself is refused: the peer lost entries it acknowledged
+  (its log was replaced by an older copy) and ``match`` starts again from 0.
 - REPLICATE: the logs match up to ``match``; the leader streams batches optimistically,
   advancing ``next`` as it sends, with at most ``raft_max_inflight_batches`` unacknowledged.
   A rejection, or no acknowledgement for an election timeout (lost messages), falls back to
@@ -84,6 +86,14 @@ class Progress:
                 return False
         else:
             return False
+        if rejected <= self.match:
+            # Probing at ``match`` failed: the peer no longer holds an entry it acknowledged.
+            # Its log was replaced by an older one (a tablet copy taken before its last
+            # acknowledgements; a disk restored from a backup).  Counting it at ``match`` would
+            # let the leader count entries the peer lacks toward commit, and ``next`` could
+            # never go below ``match + 1``: the leader would probe there for ever.  Forget
+            # what it acknowledged until it acknowledges again.
+            self.match = 0
         self.next = max(min(rejected, hint_index + 1), self.match + 1)
         self.state = ProgressState.PROBE
         self.paused = False
