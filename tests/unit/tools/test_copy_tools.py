@@ -14,6 +14,7 @@ from nyala.errors import Aborted
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger
 from nyala.rpc.loop import run
+from nyala.testing.wait import wait_for_async
 from nyala.tools.replica_ops import copy_remote_replica
 from nyala.tserver import TabletServer
 from tests.unit.tserver.test_tablet_copy_destination import leading_tablet, options, write
@@ -47,9 +48,7 @@ def test_a_copy_that_fails_on_the_destination_is_reported_with_its_error(tmp_pat
                     progress=lambda done, total: seen.append((done, total)),
                 )
             )
-            async with asyncio.timeout(20):
-                while not seen or seen[-1][0] == 0:  # noqa: ASYNC110  (bytes have begun to arrive)
-                    await asyncio.sleep(0.01)
+            await wait_for_async(lambda: bool(seen) and seen[-1][0] > 0, what="bytes to arrive", timeout_s=20)
             assert dest.tablets.get("t1").state == tpb.COPYING
             await source.stop()
             stopped = True

@@ -24,6 +24,7 @@ from nyala.rpc.loop import run
 from nyala.schema import ColumnSchema, OpType, RowOperationOptions, Schema, make_row_operations
 from nyala.services import GET_TABLET_SERVER_STATUS, START_TABLET_COPY
 from nyala.storage import ScanSpec, StorageOptions
+from nyala.testing.wait import wait_for_async
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.metadata import META_FILE, DataState, TabletMetadata
 from nyala.tserver.tablet import TabletReplica
@@ -63,9 +64,9 @@ async def two_servers(root: Path, body: Body, **dest_changes: Any) -> None:
 async def leading_tablet(server: TabletServer, tablet_id: str = "t1") -> TabletReplica:
     meta = replace(metadata(tablet_id), data_state=DataState.CREATING)
     tablet = await server.tablets.create(meta, RaftConfig.of_voters([server.uuid]))
-    async with asyncio.timeout(10):
-        while tablet.raft is None or tablet.raft.role is not Role.LEADER:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    await wait_for_async(
+        lambda: tablet.raft is not None and tablet.raft.role is Role.LEADER, what="a leader", timeout_s=10
+    )
     return tablet
 
 
@@ -97,9 +98,9 @@ def start(source: TabletServer, dest: TabletServer, term: int, **changes: Any) -
 
 async def settled(server: TabletServer, tablet_id: str = "t1", within_s: float = 30) -> TabletReplica | None:
     """The replica once no copy of it runs any more (None when the copy left nothing)."""
-    async with asyncio.timeout(within_s):
-        while tablet_id in server.tablets.copies_in_progress():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    await wait_for_async(
+        lambda: tablet_id not in server.tablets.copies_in_progress(), what="the copy to end", timeout_s=within_s
+    )
     try:
         return server.tablets.get(tablet_id)
     except NotFound:
@@ -213,9 +214,7 @@ def test_a_copy_in_progress_is_refused_again_and_a_delete_cancels_it(tmp_path: P
         await messenger.call(b.address, START_TABLET_COPY, request, timeout=5)
         with pytest.raises(IllegalState, match="already in progress"):
             await messenger.call(b.address, START_TABLET_COPY, request, timeout=5)
-        async with asyncio.timeout(10):
-            while b.tablets.find("t1") is None:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+        await wait_for_async(lambda: b.tablets.find("t1") is not None, what="the copied replica", timeout_s=10)
         copying = b.tablets.get("t1")
         assert copying.state == tpb.COPYING
         with pytest.raises(ServiceUnavailable, match="COPYING, not yet RUNNING"):
@@ -229,9 +228,8 @@ def test_a_copy_in_progress_is_refused_again_and_a_delete_cancels_it(tmp_path: P
         assert b.tablets.stores.tablet_ids_on_disk() == []
         assert b.tablets.copy_client is not None
         assert b.tablets.copy_client.counters.failed == 1
-        async with asyncio.timeout(10):
-            while a.copy_sources.sessions():  # noqa: ASYNC110  (ended by the destination)
-                await asyncio.sleep(0.01)
+        # The destination ends its session.
+        await wait_for_async(lambda: not a.copy_sources.sessions(), what="the session to end", timeout_s=10)
 
     run(two_servers(tmp_path, body, tablet_copy_throttler_bytes_per_sec=100_000))
 
