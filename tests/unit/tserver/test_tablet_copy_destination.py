@@ -4,7 +4,6 @@ and what startup does with a copy a crash interrupted."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -73,13 +72,13 @@ async def leading_tablet(server: TabletServer, tablet_id: str = "t1") -> TabletR
 async def write(tablet: TabletReplica, ids: range, schema: Schema = SCHEMA, version: int = 0) -> None:
     rows = [{"id": i, "s": "x" * 200} for i in ids]
     ops = make_row_operations(schema, OpType.INSERT, rows)
-    async with asyncio.timeout(10):
-        while True:
-            try:
-                await tablet.write(memoryview(ops), version, RowOperationOptions(), 1 << 22)
-                return
-            except ServiceUnavailable:  # a fresh leader is CONFIGURING for a moment
-                await asyncio.sleep(0.01)
+
+    async def written() -> bool:
+        await tablet.write(memoryview(ops), version, RowOperationOptions(), 1 << 22)
+        return True
+
+    # A fresh leader is CONFIGURING for a moment: ServiceUnavailable until its NO_OP commits.
+    await wait_for_async(written, what="the write to be taken", timeout_s=10, retry_on=(ServiceUnavailable,))
 
 
 def start(source: TabletServer, dest: TabletServer, term: int, **changes: Any) -> tcpb.StartTabletCopyRequestPB:
