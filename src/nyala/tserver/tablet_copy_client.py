@@ -37,7 +37,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +294,9 @@ class Downloaded:
     wal_dir: Path
     fetch_s: float  # fetching every chunk and writing it
     verify_s: float  # the fsyncs and the whole-file checks after
+    #: ``verify_s`` by step: waiting for the background syncs, the final fsyncs, reading every
+    #: file back for its CRC32C, the directories' fsyncs.
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class TabletCopyClient:
@@ -379,6 +382,7 @@ class TabletCopyClient:
 
         started = time.perf_counter()
         fetched = started
+        phases: dict[str, float] = {}
         try:
             tasks = [asyncio.ensure_future(worker()) for _ in range(min(self._window, max(1, len(chunks))))]
             try:
@@ -394,16 +398,24 @@ class TabletCopyClient:
                     await future
                 except OSError as e:
                     raise IOFailure(f"cannot sync the download in {directory}: {e}") from e
+            phases["background syncs"] = time.perf_counter() - fetched
             for f in files:
-                await asyncio.to_thread(_finish_file, fd_of.pop(f.file_id), paths[f.file_id], f)
+                started_file = time.perf_counter()
+                await asyncio.to_thread(_sync_file, fd_of.pop(f.file_id))
+                synced = time.perf_counter()
+                await asyncio.to_thread(_check_file, paths[f.file_id], f)
+                phases["fsync"] = phases.get("fsync", 0.0) + synced - started_file
+                phases["read back and CRC32C"] = phases.get("read back and CRC32C", 0.0) + time.perf_counter() - synced
+            started_dirs = time.perf_counter()
             await asyncio.to_thread(_sync_dirs, directory)
+            phases["directory fsyncs"] = time.perf_counter() - started_dirs
         finally:
             # A background sync still running holds its descriptor: let it end first.
             await asyncio.gather(*syncs, return_exceptions=True)
             await asyncio.to_thread(_close_all, list(fd_of.values()))
         store_files = tuple(paths[f.file_id] for f in files if f.kind != tcpb.WAL_SEGMENT)
         done = time.perf_counter()
-        return Downloaded(directory, store_files, directory / WAL_DIR, fetched - started, done - fetched)
+        return Downloaded(directory, store_files, directory / WAL_DIR, fetched - started, done - fetched, phases)
 
     async def _fetch(self, request: CopyRequest, source: CopySource, f: RemoteFile, offset: int, length: int) -> Any:
         """Bytes ``offset .. offset+length`` of ``f``, retrying failed or damaged chunks."""
@@ -491,10 +503,20 @@ def _pwrite_all(fd: int, data: Any, offset: int) -> None:
 
 def _finish_file(fd: int, path: Path, f: RemoteFile) -> None:
     """Make the file durable and check its whole CRC32C, as read back."""
+    _sync_file(fd)
+    _check_file(path, f)
+
+
+def _sync_file(fd: int) -> None:
+    """fsync and close a downloaded file."""
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _check_file(path: Path, f: RemoteFile) -> None:
+    """Check a downloaded file's size and whole CRC32C, as read back."""
     crc = 0
     with open(path, "rb") as fin:
         while piece := fin.read(_READ_PIECE):

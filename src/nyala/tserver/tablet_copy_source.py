@@ -107,6 +107,8 @@ class CopySession:
     last_active: float
     #: Seconds the store snapshot took: the tablet's writes waited for (most of) it.
     snapshot_s: float = 0.0
+    #: Seconds of each step of BeginTabletCopySession, in order (logged; the benchmark reads them).
+    phases: dict[str, float] = field(default_factory=dict)
     bytes_served: int = 0
     ended: bool = field(default=False)
 
@@ -215,7 +217,7 @@ class TabletCopySourceManager:
         self.sessions_started += 1
         log.info(
             "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes; the store "
-            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s",
+            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s; begin phases: %s",
             token,
             tablet_id,
             requestor,
@@ -223,6 +225,7 @@ class TabletCopySourceManager:
             len(session.files),
             sum(f.size for f in session.files),
             session.snapshot_s,
+            ", ".join(f"{name} {seconds:.3f} s" for name, seconds in session.phases.items()),
         )
         return session.response
 
@@ -237,14 +240,17 @@ class TabletCopySourceManager:
         anchors: LogAnchorRegistry,
         anchor: LogAnchor,
     ) -> CopySession:
+        phases: dict[str, float] = {}
         await asyncio.to_thread(directory.mkdir, parents=True)
-        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store")
+        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store", phases)
         applied = snapshot.applied_index
         anchors.update(anchor, max(1, applied))
         term, config = raft.term, raft.committed_config
+        started = time.perf_counter()
         await self._wait_durable(raft, config.opid_index)
         segments = _segments_from(raft.wal.segments(), applied)
-        files = await asyncio.to_thread(_stage, snapshot, segments, directory)
+        phases["config wait"] = time.perf_counter() - started
+        files = await asyncio.to_thread(_stage, snapshot, segments, directory, phases)
         response = tcpb.BeginTabletCopySessionResponsePB(
             session_id=session_id,
             session_idle_timeout_ms=int(self.idle_timeout_s * 1000),
@@ -266,10 +272,11 @@ class TabletCopySourceManager:
             response,
             self._clock(),
             snapshot_s,
+            phases=phases,
         )
 
     async def _snapshot(
-        self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path
+        self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path, phases: dict[str, float]
     ) -> tuple[TabletSnapshot, TabletMetadata, float]:
         """The store's snapshot, the tablet metadata as of its applied index, and the seconds the
         snapshot itself took (under the tablet's lock).
@@ -282,12 +289,17 @@ class TabletCopySourceManager:
         thread; one that lands between the snapshot and reading the metadata shows as a schema
         that differs from the snapshot's, and the snapshot is taken again.
         """
+        started = time.perf_counter()
         await asyncio.to_thread(store.flush_in_background)
+        phases["background flush"] = time.perf_counter() - started
+        started = time.perf_counter()
         await asyncio.to_thread(store.checkpoint)
+        phases["checkpoint"] = time.perf_counter() - started
         for _ in range(_SNAPSHOT_ATTEMPTS):
             started = time.perf_counter()
             snapshot = await asyncio.to_thread(store.snapshot, str(directory), durable=False)
             snapshot_s = time.perf_counter() - started
+            phases["snapshot"] = phases.get("snapshot", 0.0) + snapshot_s
             meta = tablet.meta.settle_alter(snapshot.applied_index)
             if meta.schema == snapshot.schema:
                 return snapshot, meta, snapshot_s
@@ -393,12 +405,17 @@ def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInf
     return segments[-1:]
 
 
-def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Path) -> list[SourceFile]:
+def _stage(
+    snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Path, phases: dict[str, float]
+) -> list[SourceFile]:
     """Link the WAL segments into ``directory`` and describe every file of the session."""
+    started = time.perf_counter()
     files: list[SourceFile] = []
     for path in snapshot.files:
         kind = tcpb.STORE_WAL_FILE if path.endswith(".wal") else tcpb.STORE_FILE
         files.append(_describe(len(files), kind, Path(path), os.path.getsize(path)))
+    phases["store CRC32C"] = time.perf_counter() - started
+    started = time.perf_counter()
     wal_dir = directory / "wal"
     wal_dir.mkdir()
     for segment in segments:
@@ -409,6 +426,7 @@ def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Pat
             raise IOFailure(f"tablet {snapshot.tablet_id}: cannot stage WAL segment {segment.path}: {e}") from e
         # The active segment grows after this; only what is written now is listed.
         files.append(_describe(len(files), tcpb.WAL_SEGMENT, staged, segment.size_bytes))
+    phases["WAL links and CRC32C"] = time.perf_counter() - started
     return files
 
 
