@@ -39,7 +39,7 @@ leader steps down gracefully and its replica is removed.  The write gap is the l
 between two consecutive acknowledged writes during the whole move, beside the step-downs'.
 
 Usage: ``python bench/tablet_copy_bench.py [--size-gb 1] [--copies 1] [--baseline 5]
-[--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move] [--keep]``.
+[--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move] [--reuse DIR] [--keep]``.
 Figures are printed, never asserted.
 """
 
@@ -49,8 +49,10 @@ import argparse
 import asyncio
 import base64
 import itertools
+import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -284,19 +286,53 @@ async def copied_bytes(messenger: Messenger, dest: ClusterServer) -> int:
     return int(status.tablet_copy_bytes_within_location + status.tablet_copy_bytes_across_locations)
 
 
-async def measure_copy(cluster: MiniCluster, args: argparse.Namespace) -> CopyResult:
+async def load_copy_table(cluster: MiniCluster, args: argparse.Namespace) -> dict[str, float]:
+    """Create and load the copied table; what was loaded (rows, seconds)."""
     client = await connect(cluster)
-    messenger = Messenger()
-    writer: Writer | None = None
     try:
         table = await client.create_table("copy_bench", SCHEMA, Partitioning(), num_replicas=1, wait=True)
         tablet = (await table.tablets())[0]
         source = next(s for s in cluster.tservers if s.uuid == tablet.replicas[0].uuid)
-        dest = next(s for s in cluster.tservers if s is not source)
         print(f"Loading {args.size_gb:g} GB into tablet {tablet.tablet_id} on {source.process.name} ...", flush=True)
         rows, load_s = await load(table, source, tablet.tablet_id, int(args.size_gb * 1e9))
         pids = [s.process.pid for s in cluster.tservers + cluster.masters if s.process.pid is not None]
         await settle(pids, timeout_s=120)
+        return {"rows": rows, "load_s": load_s}
+    finally:
+        await client.close()
+
+
+def reused_cluster(cache: Path, root: Path, args: argparse.Namespace) -> tuple[MiniCluster, dict[str, float]]:
+    """A cluster started from a copy of the loaded cluster in ``cache`` (loaded and stopped first
+    when ``cache`` holds none), and what was loaded.
+
+    For comparing two versions of the code with the same tablet without loading it each time.
+    A stopped tablet server flushes its MemRowSets, so the copied tablet starts with none.
+    """
+    info = cache / "loaded.json"
+    if not info.exists():
+        shutil.rmtree(cache, ignore_errors=True)
+        with MiniCluster(cache, cluster_options(num_tservers=2)) as cluster:
+            loaded = run(load_copy_table(cluster, args))
+        info.write_text(json.dumps(loaded))
+    shutil.copytree(cache, root, symlinks=True)
+    os.sync()  # the copy's own writeback must not land in the measured copy
+    cluster = MiniCluster.load(root)
+    for server in [*cluster.masters, *cluster.tservers]:
+        (server.data_dir / "server.json").unlink(missing_ok=True)
+    return cluster, json.loads(info.read_text())
+
+
+async def measure_copy(cluster: MiniCluster, args: argparse.Namespace, loaded: dict[str, float]) -> CopyResult:
+    client = await connect(cluster)
+    messenger = Messenger()
+    writer: Writer | None = None
+    try:
+        table = await client.open_table("copy_bench")
+        tablet = (await table.tablets())[0]
+        source = next(s for s in cluster.tservers if s.uuid == tablet.replicas[0].uuid)
+        dest = next(s for s in cluster.tservers if s is not source)
+        rows, load_s = int(loaded["rows"]), loaded["load_s"]
         file_bytes = store_bytes(source, tablet.tablet_id)
         print(f"Loaded {rows:,} rows in {load_s:.0f} s; the store holds {file_bytes / 1e9:.2f} GB", flush=True)
 
@@ -630,14 +666,24 @@ def main() -> None:
     parser.add_argument("--step-downs", type=int, default=5, help="graceful step-downs before the move")
     parser.add_argument("--no-copy", action="store_true", help="skip the copy between two servers")
     parser.add_argument("--no-move", action="store_true", help="skip the move of a leader's replica")
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="start the copy's cluster from a copy of the loaded cluster kept in this directory (loaded there "
+        "first when it holds none): to compare two versions of the code on the same tablet",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data and logs under .bench-tmp")
     args = parser.parse_args()
     copied: CopyResult | None = None
     moved: MoveResult | None = None
     with scratch_dir("copy-bench-", args.keep) as root:
-        if not args.no_copy:
+        if args.reuse:
+            cluster, loaded = reused_cluster(args.reuse.resolve(), root / "copy", args)
+            with cluster:
+                copied = run(measure_copy(cluster, args, loaded))
+        elif not args.no_copy:
             with MiniCluster(root / "copy", cluster_options(num_tservers=2)) as cluster:
-                copied = run(measure_copy(cluster, args))
+                copied = run(measure_copy(cluster, args, run(load_copy_table(cluster, args))))
         if not args.no_move:
             with MiniCluster(root / "move", cluster_options(num_tservers=3)) as cluster:
                 moved = run(measure_move(cluster, args))
