@@ -106,6 +106,9 @@ COPY_TIMEOUT_S = 1800.0
 MOVE_TIMEOUT_S = 1800.0
 STEP_DOWN_SPACING = 200  # acknowledged writes before each step-down, as in step_down_bench.py
 MB = 1e6
+# The source's log line of each session: how long its store snapshot held the tablet's lock
+# (the first wording is that of the code before the files were pinned, kept for comparisons).
+LOCK_HELD = r"(?:local copy under the tablet's lock\) took|the store snapshot held the tablet's lock) ([\d.]+) s"
 
 
 @dataclass
@@ -409,7 +412,7 @@ def attach_logs(runs: list[CopyRun], source: ClusterServer, dest: ClusterServer)
     verify_steps = logged_steps(dest, "to sync and check: ", ")")
     fetch = logged_seconds(dest, r"in \d+ files from \S+ in [\d.]+ s \(([\d.]+) s to fetch and write")
     transfer = logged_seconds(dest, r"tablet copy of \S+: fetched \d+ bytes in \d+ files from \S+ in ([\d.]+) s")
-    lock = logged_seconds(source, r"local copy under the tablet's lock\) took ([\d.]+) s")
+    lock = logged_seconds(source, LOCK_HELD)
     for i, one in enumerate(runs):
         one.source_steps = source_steps[i] if i < len(source_steps) else {}
         one.dest_steps = dest_steps[i] if i < len(dest_steps) else {}
@@ -603,7 +606,7 @@ async def measure_move(cluster: MiniCluster, args: argparse.Namespace) -> MoveRe
         gap_s, gap_at = longest_gap_at(writers.acks, start, end)
         source = next(s for s in cluster.tservers if s.uuid == leader_view.server_uuid)
         copy_steps = logged_steps(fresh, ": phases: ")
-        locks = logged_seconds(source, r"local copy under the tablet's lock\) took ([\d.]+) s")
+        locks = logged_seconds(source, LOCK_HELD)
         return MoveResult(
             rows=rows,
             file_bytes=file_bytes,

@@ -194,7 +194,10 @@ class TabletManager:
                 log.warning("removing the store of tablet %s: no tablet owns it", tablet_id)
                 self.stores.delete_tablet(tablet_id)
 
-    async def _bootstrap(self, tablet: TabletReplica) -> None:
+    async def _bootstrap(self, tablet: TabletReplica, apply_first: int = 0) -> None:
+        """Open the tablet's store and Raft replica and serve it; with ``apply_first``, only once
+        the replica has applied that far from its log (a copy: the entries its source had
+        applied beyond the store file, so that it serves every row the source had)."""
         store: DuckDBTabletStore | None = None
         try:
             store = await asyncio.to_thread(self.stores.open_tablet, tablet.tablet_id)
@@ -217,6 +220,16 @@ class TabletManager:
             tablet.set_state(tpb.FAILED, f"bootstrap failed: {e}")
             self._changed()
             return
+        if apply_first:
+            try:
+                await raft.wait_applied(min(apply_first, raft.last_index))
+            except NyalaError as e:
+                log.error("tablet %s failed to apply its log up to index %d: %s", tablet.tablet_id, apply_first, e)
+                await raft.close()
+                await asyncio.to_thread(self.stores.close_tablet, tablet.tablet_id)
+                tablet.set_state(tpb.FAILED, f"bootstrap failed: {e}")
+                self._changed()
+                return
         log.info(
             "tablet %s bootstrapped: store applied up to index %d, log replayed up to index %d",
             tablet.tablet_id,
@@ -513,7 +526,7 @@ class TabletManager:
             lap("install")
             tablet.set_state(tpb.BOOTSTRAPPING)
             self._changed()
-            await self._bootstrap(tablet)
+            await self._bootstrap(tablet, max(source.applied_index, source.committed_index))
             lap("bootstrap")
         log.info(
             "tablet copy of %s installed: applied index %d, term %d, members %s",
@@ -538,8 +551,10 @@ class TabletManager:
             local = None
         if local is not None and local.hard_state.term >= source.term:
             term, vote = local.hard_state.term, local.hard_state.vote
-        # The source applied A, so A is committed: the hint lets a restart apply that far at once.
-        ConsensusMetadata(HardState(term, vote, source.applied_index), source.config).save(directory)
+        # The source applied A and the entries after it up to its committed index, which the
+        # copied WAL holds: the hint has the bootstrap apply them at once, as after a restart.
+        committed = max(source.applied_index, source.committed_index)
+        ConsensusMetadata(HardState(term, vote, committed), source.config).save(directory)
         tablet.metadata.update(lambda m: m.with_state(DataState.READY))
         shutil.rmtree(downloaded.directory, ignore_errors=True)
 

@@ -160,6 +160,9 @@ class CopySource:
     files: tuple[RemoteFile, ...]
     location: str
     idle_timeout_s: float
+    #: Entries up to here are committed and in the copied WAL (at least ``applied_index``):
+    #: the destination applies them at once, as a restart does.
+    committed_index: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -179,6 +182,10 @@ def _parse_begin(tablet_id: str, response: tcpb.BeginTabletCopySessionResponsePB
         raise InvalidArgument("no session id")
     if response.applied_index < 0 or response.current_term < 0:
         raise InvalidArgument(f"applied index {response.applied_index} and term {response.current_term} must be >= 0")
+    if response.committed_index and response.committed_index < response.applied_index:
+        raise InvalidArgument(
+            f"committed index {response.committed_index} is below the applied index {response.applied_index}"
+        )
     m = response.metadata
     if not m.table_id:
         raise InvalidArgument("no table id")
@@ -212,6 +219,7 @@ def _parse_begin(tablet_id: str, response: tcpb.BeginTabletCopySessionResponsePB
         files,
         response.source_location,
         response.session_idle_timeout_ms / 1000,
+        max(response.applied_index, response.committed_index),
     )
 
 

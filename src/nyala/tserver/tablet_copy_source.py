@@ -1,23 +1,28 @@
 """The source side of a tablet copy: sessions that hand out a consistent snapshot of a tablet.
 
 A destination opens a session with BeginTabletCopySession.  The session is built in four
-steps, only the second of which stops the tablet's writes:
+steps; the tablet's writes wait for none of them but a checkpoint of DuckDB's WAL (when it
+holds anything) under the tablet's lock:
 
 1. Anchor the WAL at the store's durable index (a ``REQUIRED`` anchor in the replica's
    :class:`~nyala.wal.LogAnchorRegistry`), so no segment the copy may need is deleted.
-2. Snapshot the store (:meth:`DuckDBTabletStore.snapshot` with ``durable=False``): under the
-   tablet's store lock, flush the MemRowSet, CHECKPOINT, and copy the DuckDB file inside the
-   kernel (``copy_file_range``) into the session's staging directory, with no fsync (the copy
-   is thrown away when the session ends).  Applies wait only for that local copy, never for
-   the network: the transfer streams from the staging copy with no lock held.  The snapshot's
-   applied index ``A`` is the store's applied (and, after the flush, durable) index.
-3. Move the anchor to ``A`` and link (``os.link``) into the staging directory every WAL
-   segment from the one holding entry ``A`` to the active one, noting the active segment's
-   current length: the destination reads only up to it and ignores a torn last batch, as
-   recovery does.  A link keeps the bytes even if the segment is later garbage collected,
-   and segments are append-only, so the listed prefix never changes.
+2. Pin the store's files (:meth:`DuckDBTabletStore.pin`): once a MemRowSet flush in progress
+   has committed, and DuckDB's WAL is checkpointed, nothing writes the file until the pin
+   goes, while inserts and upserts go on into the MemRowSet.  The pinned file is copied
+   inside the kernel (``copy_file_range``) into the session's staging directory, with no
+   fsync (the copy is thrown away when the session ends), and the pin released: the transfer
+   streams from the staging copy.  The MemRowSet is not flushed (Kudu copies a tablet without
+   its MemRowSet too): the file holds the store's durable index ``A``, and the entries after
+   it, up to the store's applied index ``C`` at the pin, travel in the WAL.
+3. Move the anchor to ``A``, wait until the local WAL holds ``C`` and the committed config's
+   entry, and link (``os.link``) into the staging directory every WAL segment from the one
+   holding entry ``A`` to the active one, noting the active segment's current length: the
+   destination reads only up to it and ignores a torn last batch, as recovery does.  A link
+   keeps the bytes even if the segment is later garbage collected, and segments are
+   append-only, so the listed prefix never changes.
 4. Compute each file's CRC32C, then answer with the tablet's metadata at ``A`` (schema and
-   version as of ``A``), the replica's term and committed config, ``A`` and the file list.
+   version as of ``A``), the replica's term and committed config, ``A``, ``C`` (the
+   destination applies the copied log up to it before it serves) and the file list.
 
 FetchData reads any chunk of a listed file by offset (at most
 ``tablet_copy_transfer_chunk_size_bytes``) and returns it as a sidecar with its CRC32C; it is
@@ -37,6 +42,7 @@ source waits (briefly) until its durable log holds that entry, so the copied log
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import mmap
@@ -52,6 +58,7 @@ import crc32c
 
 from nyala.consensus.runtime import RaftReplica
 from nyala.errors import IllegalState, InvalidArgument, IOFailure, NotFound, NyalaError
+from nyala.files import copy_file
 from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.storage import DuckDBTabletStore, TabletSnapshot
 from nyala.tserver.manager import TabletManager
@@ -105,7 +112,7 @@ class CopySession:
     files: list[SourceFile]
     response: tcpb.BeginTabletCopySessionResponsePB
     last_active: float
-    #: Seconds the store snapshot took: the tablet's writes waited for (most of) it.
+    #: Seconds the store snapshot held the tablet's lock: the tablet's writes waited for it.
     snapshot_s: float = 0.0
     #: Seconds of each step of BeginTabletCopySession, in order (logged; the benchmark reads them).
     phases: dict[str, float] = field(default_factory=dict)
@@ -216,12 +223,13 @@ class TabletCopySourceManager:
         self._sessions[session_id] = session
         self.sessions_started += 1
         log.info(
-            "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes; the store "
-            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s; begin phases: %s",
+            "tablet copy session %s: tablet %s for %s at applied index %d (committed %d), %d files, %d bytes; "
+            "the store snapshot held the tablet's lock %.3f s; begin phases: %s",
             token,
             tablet_id,
             requestor,
             session.response.applied_index,
+            session.response.committed_index,
             len(session.files),
             sum(f.size for f in session.files),
             session.snapshot_s,
@@ -242,14 +250,14 @@ class TabletCopySourceManager:
     ) -> CopySession:
         phases: dict[str, float] = {}
         await asyncio.to_thread(directory.mkdir, parents=True)
-        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store", phases)
+        snapshot, committed, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store", phases)
         applied = snapshot.applied_index
         anchors.update(anchor, max(1, applied))
         term, config = raft.term, raft.committed_config
         started = time.perf_counter()
-        await self._wait_durable(raft, config.opid_index)
+        await self._wait_durable(raft, max(config.opid_index, committed))
         segments = _segments_from(raft.wal.segments(), applied)
-        phases["config wait"] = time.perf_counter() - started
+        phases["WAL wait"] = time.perf_counter() - started
         files = await asyncio.to_thread(_stage, snapshot, segments, directory, phases)
         response = tcpb.BeginTabletCopySessionResponsePB(
             session_id=session_id,
@@ -258,6 +266,7 @@ class TabletCopySourceManager:
             applied_index=applied,
             files=[f.to_pb() for f in files],
             source_location=self._location(),
+            committed_index=max(applied, committed),
         )
         response.metadata.CopyFrom(_metadata_pb(meta))
         response.committed_config.CopyFrom(config_to_pb(config))
@@ -277,43 +286,42 @@ class TabletCopySourceManager:
 
     async def _snapshot(
         self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path, phases: dict[str, float]
-    ) -> tuple[TabletSnapshot, TabletMetadata, float]:
-        """The store's snapshot, the tablet metadata as of its applied index, and the seconds the
-        snapshot itself took (under the tablet's lock).
+    ) -> tuple[TabletSnapshot, int, TabletMetadata, float]:
+        """The staged copy of the store's files, the store's applied index when they were
+        pinned (committed entries up to it are in the Raft log), the tablet metadata as of the
+        files' index, and the seconds the pin held the tablet's lock.
 
-        First the MemRowSet is written by the flush thread (applies go on meanwhile) and the
-        file checkpointed (applies wait, as for any checkpoint), so that the snapshot itself,
-        under the lock, has only a little flushing and checkpointing left before its copy.
+        The store's files are pinned (:meth:`DuckDBTabletStore.pin`: nothing writes them while
+        inserts and upserts go on into the MemRowSet), copied, and released, all in one worker
+        thread, which releases the pin even when Begin is given up meanwhile.  The MemRowSet
+        is not flushed: its rows travel in the WAL segments and the destination applies them
+        from there, as a restart does.
 
         A schema change is applied to the store and then settled in the metadata by the apply
-        thread; one that lands between the snapshot and reading the metadata shows as a schema
-        that differs from the snapshot's, and the snapshot is taken again.
+        thread; one that lands between the pin and reading the metadata shows as a schema that
+        differs from the files', and the files are copied again.
         """
-        started = time.perf_counter()
-        await asyncio.to_thread(store.flush_in_background)
-        phases["background flush"] = time.perf_counter() - started
-        started = time.perf_counter()
-        await asyncio.to_thread(store.checkpoint)
-        phases["checkpoint"] = time.perf_counter() - started
         for _ in range(_SNAPSHOT_ATTEMPTS):
             started = time.perf_counter()
-            snapshot = await asyncio.to_thread(store.snapshot, str(directory), durable=False)
-            snapshot_s = time.perf_counter() - started
-            phases["snapshot"] = phases.get("snapshot", 0.0) + snapshot_s
+            snapshot, committed, locked_s, pinned_s = await asyncio.to_thread(_pin_and_copy, store, directory)
+            phases["pin"] = phases.get("pin", 0.0) + time.perf_counter() - started - pinned_s
+            phases["local copy while pinned"] = phases.get("local copy while pinned", 0.0) + pinned_s
             meta = tablet.meta.settle_alter(snapshot.applied_index)
             if meta.schema == snapshot.schema:
-                return snapshot, meta, snapshot_s
+                return snapshot, committed, meta, locked_s
             await asyncio.to_thread(shutil.rmtree, directory, True)
         raise IllegalState(
             f"tablet {tablet.tablet_id}: its schema kept changing while a tablet copy snapshot was taken"
         )
 
     async def _wait_durable(self, raft: RaftReplica, index: int) -> None:
+        """Until the local WAL holds entry ``index`` (the committed config's, or the last one the
+        store had applied: a leader's own copy of an entry may lag the commit by an fsync)."""
         deadline = asyncio.get_running_loop().time() + _CONFIG_WAIT_S
         while raft.wal.last_index < index:
             if asyncio.get_running_loop().time() > deadline:
                 raise IllegalState(
-                    f"tablet {raft.group_id}: the committed config's entry {index} is not in the local WAL "
+                    f"tablet {raft.group_id}: committed entry {index} is not in the local WAL "
                     f"(it ends at {raft.wal.last_index}); try again"
                 )
             await asyncio.sleep(0.01)
@@ -393,6 +401,35 @@ class TabletCopySourceManager:
             why,
             session.bytes_served,
         )
+
+
+def _pin_and_copy(store: DuckDBTabletStore, directory: Path) -> tuple[TabletSnapshot, int, float, float]:
+    """Pin the store's files, copy them into ``directory`` and release the pin: the staged
+    snapshot, the store's applied index at the pin, the seconds the pin held the tablet's lock
+    and the seconds the files stayed pinned.
+
+    The copy runs inside the kernel (``copy_file_range``, page cache to page cache) and is not
+    synced: the staging files go with the session, and a source that crashes takes its
+    sessions with it.
+    """
+    with store.pin() as pinned:
+        started = time.perf_counter()
+        snapshot = pinned.snapshot
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            files = []
+            for path in snapshot.files:
+                staged = directory / os.path.basename(path)
+                copy_file(path, staged)
+                files.append(str(staged))
+        except OSError as e:
+            raise IOFailure(f"tablet {snapshot.tablet_id}: cannot stage its store files in {directory}: {e}") from e
+    return (
+        dataclasses.replace(snapshot, files=tuple(files)),
+        pinned.applied_index,
+        pinned.locked_s,
+        (time.perf_counter() - started),
+    )
 
 
 def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInfo]:

@@ -79,6 +79,8 @@ def test_a_valid_session_is_parsed_into_what_the_copy_installs() -> None:
     assert source.config.peer_ids == (SOURCE, ME)
     assert [f.name for f in source.files] == ["t1.duckdb", "wal-000000004"]
     assert source.total_bytes == len(STORE) + len(SEGMENT)
+    assert source.committed_index == 7  # a source that does not say: the applied index
+    assert parse_begin_response("t1", begin_response(FILES, committed_index=12)).committed_index == 12
 
 
 STORE_X = (tcpb.STORE_FILE, "t1.duckdb", b"x")
@@ -111,6 +113,8 @@ def test_a_session_with_unusable_metadata_is_refused() -> None:
         parse_begin_response("t1", bad)
     with pytest.raises(Corruption, match="no session id"):
         parse_begin_response("t1", begin_response(FILES, session_id=b""))
+    with pytest.raises(Corruption, match="committed index 6 is below the applied index 7"):
+        parse_begin_response("t1", begin_response(FILES, committed_index=6))
     empty = begin_response(FILES)
     empty.committed_config.Clear()
     with pytest.raises(Corruption, match="no voters"):

@@ -4,6 +4,7 @@ in any order, bad input, expiry with an injected clock, and the WAL anchor a ses
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,7 @@ from nyala.errors import InvalidArgument, NotFound
 from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.rpc import Messenger, RpcServer
 from nyala.rpc.loop import run
-from nyala.storage import StorageOptions
+from nyala.storage import StorageOptions, TabletStoreManager
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.tablet import TabletReplica
 from nyala.tserver.tablet_copy_source import SESSIONS_DIR, TabletCopySourceManager
@@ -36,6 +37,7 @@ OPTIONS = ReplicaOptions(
     wal_gc_interval_s=0.0,  # the replica collects its WAL after every apply
 )
 STORAGE = StorageOptions(storage_threads=1, flush_threshold_rows=0)
+STORAGE_WITH_MEMROWSET = StorageOptions(storage_threads=1, flush_threshold_rows=1000)
 CHUNK = 4096
 REQUESTOR = "b" * 32
 
@@ -49,13 +51,15 @@ class Clock:
 
 
 async def with_source(
-    root: Path, body: Callable[[TabletManager, TabletCopySourceManager, Clock], Awaitable[None]]
+    root: Path,
+    body: Callable[[TabletManager, TabletCopySourceManager, Clock], Awaitable[None]],
+    storage: StorageOptions = STORAGE,
 ) -> None:
     messenger = Messenger()
     transport = RaftTransport(ME, HostPort("127.0.0.1", 1), messenger, RpcServer(), tick_interval_ms=10)
     transport.start()
     executor = ThreadPoolExecutor(2)
-    manager = TabletManager(root, ME, transport, executor, OPTIONS, STORAGE)
+    manager = TabletManager(root, ME, transport, executor, OPTIONS, storage)
     clock = Clock()
     sources = TabletCopySourceManager(
         root, manager, chunk_size_bytes=CHUNK, idle_timeout_s=60, location=lambda: "/dc1", clock=clock
@@ -100,6 +104,7 @@ def test_a_session_lists_a_consistent_snapshot_and_anchors_the_wal(tmp_path: Pat
         begun = await sources.begin("t1", REQUESTOR)
         applied = begun.applied_index
         assert applied == tablet.store.applied_index() > 0
+        assert begun.committed_index == applied  # no MemRowSet: the store file holds every applied entry
         assert begun.current_term == tablet.raft.term
         assert [p.permanent_uuid for p in begun.committed_config.peers] == [ME]
         assert begun.metadata.table_id == "table-1"
@@ -133,6 +138,38 @@ def test_a_session_lists_a_consistent_snapshot_and_anchors_the_wal(tmp_path: Pat
             await sources.end(begun.session_id, True)
 
     run(with_source(tmp_path, body))
+
+
+def test_a_session_leaves_the_memrowset_to_the_wal(tmp_path: Path) -> None:
+    """Begin pins the store's file without flushing the MemRowSet: the file holds the store's
+    durable index, the listed WAL segments the entries after it, and the committed index
+    says how far the source had applied."""
+
+    async def body(manager: TabletManager, sources: TabletCopySourceManager, clock: Clock) -> None:
+        tablet = await tablet_with_rows(manager, 4)
+        store = tablet.store
+        assert store is not None
+        assert tablet.raft is not None
+        durable, applied = store.durable_index(), store.applied_index()
+        assert (durable < applied, store.memrowset_rows()) == (True, 200)
+        begun = await sources.begin("t1", REQUESTOR)
+        assert (begun.applied_index, begun.committed_index) == (durable, applied)
+        assert store.memrowset_rows() == 200  # not flushed
+        segments = {f.name for f in begun.files if f.kind == tcpb.WAL_SEGMENT}
+        listed = [w for w in tablet.raft.wal.segments() if os.path.basename(w.path) in segments]
+        assert listed[0].min_index <= durable + 1
+        assert tablet.raft.wal.last_index >= applied
+        data = await fetch_file(sources, begun.session_id, begun.files[0])
+        copied = tmp_path / "elsewhere" / "t1.duckdb"
+        copied.parent.mkdir()
+        copied.write_bytes(data)
+        with TabletStoreManager(str(tmp_path / "other"), STORAGE_WITH_MEMROWSET) as other:
+            other.install_snapshot("t1", [str(copied)], move=True)
+            copy = other.open_tablet("t1")
+            assert (copy.applied_index(), copy.memrowset_rows()) == (durable, 0)
+        await sources.end(begun.session_id, True)
+
+    run(with_source(tmp_path, body, STORAGE_WITH_MEMROWSET))
 
 
 def test_bad_fetches_are_refused_with_the_problem_named_and_change_nothing(tmp_path: Path) -> None:
