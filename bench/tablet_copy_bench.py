@@ -18,8 +18,10 @@ batches into the same tablet back to back (a closed loop, noting each call's lat
 - the bytes a copy moved (the destination's counters) over the same loopback TCP, in 4 MiB
   requests over one connection between two processes (``bench/_loopback.py``): the floor of
   moving them at all, the project's reference;
-- the same bytes written to a file on the data directory's disk in 4 MiB writes and synced
-  (``fdatasync``): the floor of landing them durably, which a copy must also do.
+- the same bytes written to a file on the data directory's disk in 4 MiB writes and synced,
+  two ways (each twice, the faster kept): an ``fdatasync`` every 64 MiB on a second thread behind the writes (as
+  the destination syncs its download) and one at the end, the floor of landing them durably
+  that a copy must also pay; and one ``fdatasync`` at the end only (the floor of earlier runs).
 
 Figures: copy MB/s against both floors (target: at least 0.5 of loopback); the transfer
 alone; the timeline of each step (from both servers' logs: the source's steps of
@@ -55,6 +57,7 @@ import re
 import shutil
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +109,7 @@ COPY_TIMEOUT_S = 1800.0
 MOVE_TIMEOUT_S = 1800.0
 STEP_DOWN_SPACING = 200  # acknowledged writes before each step-down, as in step_down_bench.py
 MB = 1e6
+SYNC_EVERY = 64 << 20  # the destination's background fdatasync interval (tablet_copy_client.py)
 # The source's log line of each session: how long its store snapshot held the tablet's lock
 # (the first wording is that of the code before the files were pinned, kept for comparisons).
 LOCK_HELD = r"(?:local copy under the tablet's lock\) took|the store snapshot held the tablet's lock) ([\d.]+) s"
@@ -243,6 +247,7 @@ class CopyResult:
     runs: list[CopyRun]
     loopback_s: float
     disk_s: float
+    synced_behind_s: float
     before_max_s: float
     before_median_s: float
     writer_calls: int
@@ -383,7 +388,11 @@ async def measure_copy(cluster: MiniCluster, args: argparse.Namespace, loaded: d
         print(f"Floor: {copy_bytes / 1e9:.2f} GB over loopback TCP between two processes ...", flush=True)
         loopback = measure_loopback(copy_bytes, CHUNK_BYTES, streams=1, repeat=1)
         print("Floor: the same bytes written to the data directory's disk and synced ...", flush=True)
-        disk_s = measure_disk(cluster.root / "disk-floor.bin", copy_bytes)
+        # Twice each, alternated: the first write of a process is the slowest.
+        disk_s, synced_behind_s = [], []
+        for _ in range(2):
+            disk_s.append(measure_disk(cluster.root / "disk-floor.bin", copy_bytes))
+            synced_behind_s.append(measure_disk(cluster.root / "disk-floor.bin", copy_bytes, SYNC_EVERY))
         first = writer.calls[0][0] if writer.calls else before_end
         return CopyResult(
             rows=rows,
@@ -392,7 +401,8 @@ async def measure_copy(cluster: MiniCluster, args: argparse.Namespace, loaded: d
             file_bytes=file_bytes,
             runs=runs,
             loopback_s=loopback.seconds[0],
-            disk_s=disk_s,
+            disk_s=min(disk_s),
+            synced_behind_s=min(synced_behind_s),
             before_max_s=writer.longest_within(first, before_end),
             before_median_s=writer.median(first, before_end),
             writer_calls=len(writer.calls),
@@ -422,15 +432,25 @@ def attach_logs(runs: list[CopyRun], source: ClusterServer, dest: ClusterServer)
         one.lock_s = lock[i] if i < len(lock) else None
 
 
-def measure_disk(path: Path, total: int) -> float:
-    """Seconds to write ``total`` bytes to a new file in 4 MiB writes and fdatasync it."""
+def measure_disk(path: Path, total: int, sync_every: int = 0) -> float:
+    """Seconds to write ``total`` bytes to a new file in 4 MiB writes and fdatasync it; with
+    ``sync_every``, an fdatasync of the file also starts on a second thread every so many
+    bytes (one at a time), as the copy's destination does, so that the disk writes while the
+    page cache fills."""
     chunk = os.urandom(CHUNK_BYTES)
     started = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    syncing: threading.Thread | None = None
     try:
-        left = total
+        left, unsynced = total, 0
         while left > 0:
-            left -= os.write(fd, chunk[: min(left, CHUNK_BYTES)])
+            written = os.write(fd, chunk[: min(left, CHUNK_BYTES)])
+            left, unsynced = left - written, unsynced + written
+            if sync_every and unsynced >= sync_every and (syncing is None or not syncing.is_alive()):
+                unsynced, syncing = 0, threading.Thread(target=os.fdatasync, args=(fd,))
+                syncing.start()
+        if syncing is not None:
+            syncing.join()
         os.fdatasync(fd)
     finally:
         os.close(fd)
@@ -453,13 +473,15 @@ def report_copy(r: CopyResult) -> None:
     copy_rate = nbytes / copy_s / MB
     transfer = nbytes / transfer_s / MB if transfer_s else None
     loop_rate = nbytes / r.loopback_s / MB
-    disk_rate = nbytes / r.disk_s / MB
+    disk_rate = nbytes / r.synced_behind_s / MB
+    once_rate = nbytes / r.disk_s / MB
     each = f"median of {len(runs)}" if len(runs) > 1 else "one copy"
     figures = [
         Figure(f"tablet copy, request to RUNNING, MB/s ({each})", copy_rate, loop_rate, ">= 0.50", 0),
         Figure("  seconds", copy_s, r.loopback_s, "", 2),
         Figure("  the transfer alone (fetch, write, fsync, CRC check), MB/s", transfer, loop_rate, "", 0),
-        Figure("  floor: the same bytes written to disk and synced, MB/s", disk_rate, loop_rate, "", 0),
+        Figure("  floor: the same bytes to disk, synced every 64 MiB behind, MB/s", disk_rate, loop_rate, "", 0),
+        Figure("  the same bytes written to disk, then synced once, MB/s", once_rate, loop_rate, "", 0),
     ]
     print_table(
         f"Tablet copy: {r.rows:,} rows ({r.raw_bytes / 1e9:.2f} GB of rows, {r.file_bytes / 1e9:.2f} GB DuckDB file, "
@@ -474,8 +496,8 @@ def report_copy(r: CopyResult) -> None:
         ),
     )
     print_table(
-        "The same copy against the physical bound: the same bytes written to the data directory's disk in 4 MiB "
-        "writes and synced once",
+        "The same copy against the physical bound: the same bytes written to a file on the data directory's disk "
+        "in 4 MiB writes, an fdatasync every 64 MiB on a second thread and one at the end (the better of two)",
         "disk",
         [
             Figure("tablet copy, request to RUNNING, MB/s", copy_rate, disk_rate, "", 0),
