@@ -41,7 +41,8 @@ leader steps down gracefully and its replica is removed.  The write gap is the l
 between two consecutive acknowledged writes during the whole move, beside the step-downs'.
 
 Usage: ``python bench/tablet_copy_bench.py [--size-gb 1] [--copies 1] [--baseline 5]
-[--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move] [--reuse DIR] [--keep]``.
+[--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move] [--reuse DIR]
+[--tserver-flags FLAGS] [--keep]``.
 Figures are printed, never asserted.
 """
 
@@ -54,6 +55,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import sys
@@ -325,6 +327,9 @@ def reused_cluster(cache: Path, root: Path, args: argparse.Namespace) -> tuple[M
         info.write_text(json.dumps(loaded))
     shutil.copytree(cache, root, symlinks=True)
     os.sync()  # the copy's own writeback must not land in the measured copy
+    described = json.loads((root / "cluster.json").read_text())
+    described["options"]["tserver_flags"] = shlex.split(args.tserver_flags)
+    (root / "cluster.json").write_text(json.dumps(described))
     cluster = MiniCluster.load(root)
     for server in [*cluster.masters, *cluster.tservers]:
         (server.data_dir / "server.json").unlink(missing_ok=True)
@@ -697,20 +702,26 @@ def main() -> None:
         help="start the copy's cluster from a copy of the loaded cluster kept in this directory (loaded there "
         "first when it holds none): to compare two versions of the code on the same tablet",
     )
+    parser.add_argument(
+        "--tserver-flags",
+        default="",
+        help="extra flags of every tablet server, e.g. '--tablet-copy-transfer-chunk-size-bytes 8388608'",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the data and logs under .bench-tmp")
     args = parser.parse_args()
     copied: CopyResult | None = None
     moved: MoveResult | None = None
+    flags = tuple(shlex.split(args.tserver_flags))
     with scratch_dir("copy-bench-", args.keep) as root:
         if args.reuse:
             cluster, loaded = reused_cluster(args.reuse.resolve(), root / "copy", args)
             with cluster:
                 copied = run(measure_copy(cluster, args, loaded))
         elif not args.no_copy:
-            with MiniCluster(root / "copy", cluster_options(num_tservers=2)) as cluster:
+            with MiniCluster(root / "copy", cluster_options(num_tservers=2, tserver_flags=flags)) as cluster:
                 copied = run(measure_copy(cluster, args, run(load_copy_table(cluster, args))))
         if not args.no_move:
-            with MiniCluster(root / "move", cluster_options(num_tservers=3)) as cluster:
+            with MiniCluster(root / "move", cluster_options(num_tservers=3, tserver_flags=flags)) as cluster:
                 moved = run(measure_move(cluster, args))
     if copied is not None:
         report_copy(copied)

@@ -83,6 +83,13 @@ def tserver() -> None:
     help="Tablet copies this server runs as the destination at once.",
 )
 @click.option(
+    "--tablet-copy-download-threads-nums-per-session",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="FetchData calls each tablet copy into this server keeps in flight at once.",
+)
+@click.option(
     "--tablet-copy-start-interval-ms",
     default=5000,
     show_default=True,
@@ -137,6 +144,7 @@ def start(
     tablet_copy_idle_timeout_sec: float,
     tablet_copy_throttler_bytes_per_sec: int,
     num_tablets_to_copy_simultaneously: int,
+    tablet_copy_download_threads_nums_per_session: int,
     tablet_copy_start_interval_ms: int,
     log_segment_size_bytes: int,
     log_max_segments_to_retain: int,
@@ -167,6 +175,7 @@ def start(
             tablet_copy_idle_timeout_sec=tablet_copy_idle_timeout_sec,
             tablet_copy_throttler_bytes_per_sec=tablet_copy_throttler_bytes_per_sec,
             num_tablets_to_copy_simultaneously=num_tablets_to_copy_simultaneously,
+            tablet_copy_download_threads_nums_per_session=tablet_copy_download_threads_nums_per_session,
             tablet_copy_start_interval_ms=tablet_copy_start_interval_ms,
         )
         run(_serve(options))
