@@ -450,7 +450,10 @@ class TabletCopyClient:
                     ),
                     timeout=FETCH_TIMEOUT_S,
                 )
-                data = _check_chunk(f, offset + got, want, response, sidecars)
+                data = _check_chunk(f, offset + got, want, response, sidecars, check_crc=False)
+                # On a worker thread (the crc32c package releases the GIL): the event loop goes
+                # on receiving the other chunks in flight meanwhile.
+                await asyncio.to_thread(_check_crc, f, offset + got, data, response.chunk_crc32c)
             except (RetriableError, StorageError) as e:
                 # The network, a busy or restarting source, or damaged bytes: try again from the
                 # same offset.  NotFound (the session is gone) and the rest fail the copy at once.
@@ -478,7 +481,12 @@ class TabletCopyClient:
 
 
 def _check_chunk(
-    f: RemoteFile, offset: int, want: int, response: tcpb.FetchDataResponsePB, sidecars: Sequence[memoryview]
+    f: RemoteFile,
+    offset: int,
+    want: int,
+    response: tcpb.FetchDataResponsePB,
+    sidecars: Sequence[memoryview],
+    check_crc: bool = True,
 ) -> memoryview:
     where = f"chunk of {f.name} at offset {offset}"
     if len(sidecars) != 1:
@@ -491,9 +499,15 @@ def _check_chunk(
         )
     if len(data) != response.length or not 0 < len(data) <= want:
         raise Corruption(f"{where}: {len(data)} bytes arrived for a length of {response.length}, {want} asked")
-    if crc32c.crc32c(data) != response.chunk_crc32c:
-        raise Corruption(f"{where}: CRC32C mismatch ({len(data)} bytes damaged in transit)")
+    if check_crc:
+        _check_crc(f, offset, data, response.chunk_crc32c)
     return data
+
+
+def _check_crc(f: RemoteFile, offset: int, data: memoryview, expected: int) -> None:
+    if crc32c.crc32c(data) != expected:
+        where = f"chunk of {f.name} at offset {offset}"
+        raise Corruption(f"{where}: CRC32C mismatch ({len(data)} bytes damaged in transit)")
 
 
 def _create_files(directory: Path, paths: list[Path]) -> list[int]:
