@@ -19,9 +19,10 @@ batches into the same tablet back to back (a closed loop, noting each call's lat
   requests over one connection between two processes (``bench/_loopback.py``): the floor of
   moving them at all, the project's reference;
 - the same bytes written to a file on the data directory's disk in 4 MiB writes and synced,
-  two ways (each twice, the faster kept): an ``fdatasync`` every 64 MiB on a second thread behind the writes (as
-  the destination syncs its download) and one at the end, the floor of landing them durably
-  that a copy must also pay; and one ``fdatasync`` at the end only (the floor of earlier runs).
+  two ways (each twice, the faster kept): an ``fdatasync`` every 64 MiB on a second thread
+  behind the writes (as the destination syncs its download) and one at the end, the floor of
+  landing them durably that a copy must also pay; and one ``fdatasync`` at the end only (the
+  floor of earlier runs, which measured the kernel's one-shot writeback more than the disk).
 
 Figures: copy MB/s against both floors (target: at least 0.5 of loopback); the transfer
 alone; the timeline of each step (from both servers' logs: the source's steps of
@@ -41,9 +42,8 @@ leader steps down gracefully and its replica is removed.  The write gap is the l
 between two consecutive acknowledged writes during the whole move, beside the step-downs'.
 
 Usage: ``python bench/tablet_copy_bench.py [--size-gb 1] [--copies 1] [--baseline 5]
-[--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move] [--reuse DIR]
-[--tserver-flags FLAGS] [--keep]``.
-Figures are printed, never asserted.
+[--no-writer] [--move-size-gb 0.25] [--writers 4] [--step-downs 5] [--no-copy] [--no-move]
+[--reuse DIR] [--tserver-flags FLAGS] [--keep]``.  Figures are printed, never asserted.
 """
 
 from __future__ import annotations
