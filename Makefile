@@ -55,6 +55,7 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/cluster_scan_bench.py
 	$(PY) bench/failover_bench.py
 	$(PY) bench/step_down_bench.py
+	$(PY) bench/tablet_copy_bench.py
 	$(PY) bench/spark_bench.py
 
 clean:

@@ -63,11 +63,11 @@ class Trial:
 class Writers:
     """Tasks that upsert rows back to back and note the time of every acknowledgement."""
 
-    def __init__(self, table: AsyncTable, count: int) -> None:
+    def __init__(self, table: AsyncTable, count: int, first_id: int = 0) -> None:
         self.table = table
         self.acks: list[float] = []
         self.errors: list[str] = []
-        self._next_id = 0
+        self._next_id = first_id
         self._acked = asyncio.Event()
         self._stopping = False
         self._tasks = [asyncio.ensure_future(self._run()) for _ in range(count)]

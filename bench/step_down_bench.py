@@ -24,6 +24,8 @@ Per step-down:
 
 Target: median graceful gap <= 0.5 s.  The abrupt gap of the same run is the reference, and
 the failover gap of docs/benchmarks.md (kill -9 of the leader) is printed for context.
+``bench/tablet_copy_bench.py`` measures the gap of a whole move-replica of the leader's
+replica (which ends with a graceful step-down) beside graceful step-downs in its own run.
 
 Usage: ``python bench/step_down_bench.py [--trials 10] [--writers 4] [--spacing 200] [--keep]``.
 Figures are printed, never asserted.

@@ -26,15 +26,15 @@ from nyala.proto import common_pb2 as nyala_dot_proto_dot_common__pb2
 from nyala.proto import consensus_pb2 as nyala_dot_proto_dot_consensus__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnyala/proto/tablet_copy.proto\x12\x11nyala.tablet_copy\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"\xe7\x01\n\x18StartTabletCopyRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x16\n\x0e\x63opy_peer_uuid\x18\x03 \x01(\t\x12)\n\x0e\x63opy_peer_addr\x18\x04 \x01(\x0b\x32\x11.nyala.HostPortPB\x12\x13\n\x0b\x63\x61ller_uuid\x18\x05 \x01(\t\x12\x13\n\x0b\x63\x61ller_term\x18\x06 \x01(\x03\x12\x1c\n\x14replace_live_replica\x18\x07 \x01(\x08\x12\x1a\n\x12leader_first_index\x18\x08 \x01(\x03\"\x1b\n\x19StartTabletCopyResponsePB\"~\n\nDataFilePB\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\r\x12-\n\x04kind\x18\x02 \x01(\x0e\x32\x1f.nyala.tablet_copy.DataFileKind\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0e\n\x06\x63rc32c\x18\x05 \x01(\x07\"\x91\x01\n\x14TabletCopyMetadataPB\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x12\n\ntable_name\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x04 \x01(\x03\x12\x11\n\tpartition\x18\x05 \x01(\x0c\x12\x18\n\x10partition_schema\x18\x06 \x01(\x0c\"L\n\x1f\x42\x65ginTabletCopySessionRequestPB\x12\x16\n\x0erequestor_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\"\xbf\x02\n BeginTabletCopySessionResponsePB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x1f\n\x17session_idle_timeout_ms\x18\x02 \x01(\x03\x12\x39\n\x08metadata\x18\x03 \x01(\x0b\x32\'.nyala.tablet_copy.TabletCopyMetadataPB\x12\x14\n\x0c\x63urrent_term\x18\x04 \x01(\x03\x12\x37\n\x10\x63ommitted_config\x18\x05 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x15\n\rapplied_index\x18\x06 \x01(\x03\x12,\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x1d.nyala.tablet_copy.DataFilePB\x12\x17\n\x0fsource_location\x18\x08 \x01(\t\"]\n\x12\x46\x65tchDataRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x66ile_id\x18\x02 \x01(\r\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x12\n\nmax_length\x18\x04 \x01(\x03\"u\n\x13\x46\x65tchDataResponsePB\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\r\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0e\n\x06length\x18\x03 \x01(\x03\x12\x14\n\x0c\x63hunk_crc32c\x18\x04 \x01(\x07\x12\x17\n\x0f\x66ile_size_bytes\x18\x05 \x01(\x03\"N\n%CheckTabletCopySessionActiveRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tkeepalive\x18\x02 \x01(\x08\"C\n&CheckTabletCopySessionActiveResponsePB\x12\x19\n\x11session_is_active\x18\x01 \x01(\x08\"G\n\x1d\x45ndTabletCopySessionRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x12\n\nis_success\x18\x02 \x01(\x08\" \n\x1e\x45ndTabletCopySessionResponsePB*U\n\x0c\x44\x61taFileKind\x12\x10\n\x0cUNKNOWN_FILE\x10\x00\x12\x0e\n\nSTORE_FILE\x10\x01\x12\x12\n\x0eSTORE_WAL_FILE\x10\x02\x12\x0f\n\x0bWAL_SEGMENT\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnyala/proto/tablet_copy.proto\x12\x11nyala.tablet_copy\x1a\x18nyala/proto/common.proto\x1a\x1bnyala/proto/consensus.proto\"\xe7\x01\n\x18StartTabletCopyRequestPB\x12\x11\n\tdest_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\x12\x16\n\x0e\x63opy_peer_uuid\x18\x03 \x01(\t\x12)\n\x0e\x63opy_peer_addr\x18\x04 \x01(\x0b\x32\x11.nyala.HostPortPB\x12\x13\n\x0b\x63\x61ller_uuid\x18\x05 \x01(\t\x12\x13\n\x0b\x63\x61ller_term\x18\x06 \x01(\x03\x12\x1c\n\x14replace_live_replica\x18\x07 \x01(\x08\x12\x1a\n\x12leader_first_index\x18\x08 \x01(\x03\"\x1b\n\x19StartTabletCopyResponsePB\"~\n\nDataFilePB\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\r\x12-\n\x04kind\x18\x02 \x01(\x0e\x32\x1f.nyala.tablet_copy.DataFileKind\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x0e\n\x06\x63rc32c\x18\x05 \x01(\x07\"\x91\x01\n\x14TabletCopyMetadataPB\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x12\n\ntable_name\x18\x02 \x01(\t\x12\x0e\n\x06schema\x18\x03 \x01(\x0c\x12\x16\n\x0eschema_version\x18\x04 \x01(\x03\x12\x11\n\tpartition\x18\x05 \x01(\x0c\x12\x18\n\x10partition_schema\x18\x06 \x01(\x0c\"L\n\x1f\x42\x65ginTabletCopySessionRequestPB\x12\x16\n\x0erequestor_uuid\x18\x01 \x01(\t\x12\x11\n\ttablet_id\x18\x02 \x01(\t\"\xd8\x02\n BeginTabletCopySessionResponsePB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x1f\n\x17session_idle_timeout_ms\x18\x02 \x01(\x03\x12\x39\n\x08metadata\x18\x03 \x01(\x0b\x32\'.nyala.tablet_copy.TabletCopyMetadataPB\x12\x14\n\x0c\x63urrent_term\x18\x04 \x01(\x03\x12\x37\n\x10\x63ommitted_config\x18\x05 \x01(\x0b\x32\x1d.nyala.consensus.RaftConfigPB\x12\x15\n\rapplied_index\x18\x06 \x01(\x03\x12,\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x1d.nyala.tablet_copy.DataFilePB\x12\x17\n\x0fsource_location\x18\x08 \x01(\t\x12\x17\n\x0f\x63ommitted_index\x18\t \x01(\x03\"]\n\x12\x46\x65tchDataRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x0f\n\x07\x66ile_id\x18\x02 \x01(\r\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x12\n\nmax_length\x18\x04 \x01(\x03\"u\n\x13\x46\x65tchDataResponsePB\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\r\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0e\n\x06length\x18\x03 \x01(\x03\x12\x14\n\x0c\x63hunk_crc32c\x18\x04 \x01(\x07\x12\x17\n\x0f\x66ile_size_bytes\x18\x05 \x01(\x03\"N\n%CheckTabletCopySessionActiveRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x11\n\tkeepalive\x18\x02 \x01(\x08\"C\n&CheckTabletCopySessionActiveResponsePB\x12\x19\n\x11session_is_active\x18\x01 \x01(\x08\"G\n\x1d\x45ndTabletCopySessionRequestPB\x12\x12\n\nsession_id\x18\x01 \x01(\x0c\x12\x12\n\nis_success\x18\x02 \x01(\x08\" \n\x1e\x45ndTabletCopySessionResponsePB*U\n\x0c\x44\x61taFileKind\x12\x10\n\x0cUNKNOWN_FILE\x10\x00\x12\x0e\n\nSTORE_FILE\x10\x01\x12\x12\n\x0eSTORE_WAL_FILE\x10\x02\x12\x0f\n\x0bWAL_SEGMENT\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nyala.proto.tablet_copy_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DATAFILEKIND']._serialized_start=1516
-  _globals['_DATAFILEKIND']._serialized_end=1601
+  _globals['_DATAFILEKIND']._serialized_start=1541
+  _globals['_DATAFILEKIND']._serialized_end=1626
   _globals['_STARTTABLETCOPYREQUESTPB']._serialized_start=108
   _globals['_STARTTABLETCOPYREQUESTPB']._serialized_end=339
   _globals['_STARTTABLETCOPYRESPONSEPB']._serialized_start=341
@@ -46,17 +46,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BEGINTABLETCOPYSESSIONREQUESTPB']._serialized_start=646
   _globals['_BEGINTABLETCOPYSESSIONREQUESTPB']._serialized_end=722
   _globals['_BEGINTABLETCOPYSESSIONRESPONSEPB']._serialized_start=725
-  _globals['_BEGINTABLETCOPYSESSIONRESPONSEPB']._serialized_end=1044
-  _globals['_FETCHDATAREQUESTPB']._serialized_start=1046
-  _globals['_FETCHDATAREQUESTPB']._serialized_end=1139
-  _globals['_FETCHDATARESPONSEPB']._serialized_start=1141
-  _globals['_FETCHDATARESPONSEPB']._serialized_end=1258
-  _globals['_CHECKTABLETCOPYSESSIONACTIVEREQUESTPB']._serialized_start=1260
-  _globals['_CHECKTABLETCOPYSESSIONACTIVEREQUESTPB']._serialized_end=1338
-  _globals['_CHECKTABLETCOPYSESSIONACTIVERESPONSEPB']._serialized_start=1340
-  _globals['_CHECKTABLETCOPYSESSIONACTIVERESPONSEPB']._serialized_end=1407
-  _globals['_ENDTABLETCOPYSESSIONREQUESTPB']._serialized_start=1409
-  _globals['_ENDTABLETCOPYSESSIONREQUESTPB']._serialized_end=1480
-  _globals['_ENDTABLETCOPYSESSIONRESPONSEPB']._serialized_start=1482
-  _globals['_ENDTABLETCOPYSESSIONRESPONSEPB']._serialized_end=1514
+  _globals['_BEGINTABLETCOPYSESSIONRESPONSEPB']._serialized_end=1069
+  _globals['_FETCHDATAREQUESTPB']._serialized_start=1071
+  _globals['_FETCHDATAREQUESTPB']._serialized_end=1164
+  _globals['_FETCHDATARESPONSEPB']._serialized_start=1166
+  _globals['_FETCHDATARESPONSEPB']._serialized_end=1283
+  _globals['_CHECKTABLETCOPYSESSIONACTIVEREQUESTPB']._serialized_start=1285
+  _globals['_CHECKTABLETCOPYSESSIONACTIVEREQUESTPB']._serialized_end=1363
+  _globals['_CHECKTABLETCOPYSESSIONACTIVERESPONSEPB']._serialized_start=1365
+  _globals['_CHECKTABLETCOPYSESSIONACTIVERESPONSEPB']._serialized_end=1432
+  _globals['_ENDTABLETCOPYSESSIONREQUESTPB']._serialized_start=1434
+  _globals['_ENDTABLETCOPYSESSIONREQUESTPB']._serialized_end=1505
+  _globals['_ENDTABLETCOPYSESSIONRESPONSEPB']._serialized_start=1507
+  _globals['_ENDTABLETCOPYSESSIONRESPONSEPB']._serialized_end=1539
 # @@protoc_insertion_point(module_scope)

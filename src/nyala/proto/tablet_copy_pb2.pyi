@@ -83,7 +83,7 @@ class BeginTabletCopySessionRequestPB(_message.Message):
     def __init__(self, requestor_uuid: _Optional[str] = ..., tablet_id: _Optional[str] = ...) -> None: ...
 
 class BeginTabletCopySessionResponsePB(_message.Message):
-    __slots__ = ("session_id", "session_idle_timeout_ms", "metadata", "current_term", "committed_config", "applied_index", "files", "source_location")
+    __slots__ = ("session_id", "session_idle_timeout_ms", "metadata", "current_term", "committed_config", "applied_index", "files", "source_location", "committed_index")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class BeginTabletCopySessionResponsePB(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_INDEX_FIELD_NUMBER: _ClassVar[int]
     session_id: bytes
     session_idle_timeout_ms: int
     metadata: TabletCopyMetadataPB
@@ -100,7 +101,8 @@ class BeginTabletCopySessionResponsePB(_message.Message):
     applied_index: int
     files: _containers.RepeatedCompositeFieldContainer[DataFilePB]
     source_location: str
-    def __init__(self, session_id: _Optional[bytes] = ..., session_idle_timeout_ms: _Optional[int] = ..., metadata: _Optional[_Union[TabletCopyMetadataPB, _Mapping]] = ..., current_term: _Optional[int] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., applied_index: _Optional[int] = ..., files: _Optional[_Iterable[_Union[DataFilePB, _Mapping]]] = ..., source_location: _Optional[str] = ...) -> None: ...
+    committed_index: int
+    def __init__(self, session_id: _Optional[bytes] = ..., session_idle_timeout_ms: _Optional[int] = ..., metadata: _Optional[_Union[TabletCopyMetadataPB, _Mapping]] = ..., current_term: _Optional[int] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ..., applied_index: _Optional[int] = ..., files: _Optional[_Iterable[_Union[DataFilePB, _Mapping]]] = ..., source_location: _Optional[str] = ..., committed_index: _Optional[int] = ...) -> None: ...
 
 class FetchDataRequestPB(_message.Message):
     __slots__ = ("session_id", "file_id", "offset", "max_length")

@@ -47,13 +47,14 @@ from .api import ApplyEntry, EntryResult, Scanner, ScanSpec, TabletSnapshot, Tab
 from .manager import TabletStoreManager
 from .options import StorageOptions
 from .scanner import DuckDBScanner
-from .store import DuckDBTabletStore
+from .store import DuckDBTabletStore, PinnedFiles
 
 __all__ = [
     "ApplyEntry",
     "DuckDBScanner",
     "DuckDBTabletStore",
     "EntryResult",
+    "PinnedFiles",
     "ScanSpec",
     "Scanner",
     "StorageOptions",

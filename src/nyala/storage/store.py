@@ -47,7 +47,7 @@ from .scanner import DuckDBScanner
 from .sortedints import IntArray, has_repeats
 from .sql import create_table_sql, duck_table, quote, where_clause
 
-__all__ = ["FORMAT_VERSION", "DuckDBTabletStore", "TabletHost", "create_tables", "storage_error"]
+__all__ = ["FORMAT_VERSION", "DuckDBTabletStore", "PinnedFiles", "TabletHost", "create_tables", "storage_error"]
 
 FORMAT_VERSION = 1
 ROWS = "rows"
@@ -86,6 +86,39 @@ def _shadowed_keys(mrs: AnyMemRowSet, frozen: AnyMemRowSet | None) -> pa.Table:
         return mrs.shadowed_keys(frozen)
     assert frozen is None or isinstance(frozen, MemRowSet)
     return mrs.shadowed_keys(frozen)
+
+
+class PinnedFiles:
+    """A tablet's DuckDB file(s), kept byte for byte as they are until :meth:`release`.
+
+    ``snapshot`` names the live files and the index they hold (the store's durable index at
+    the pin); ``applied_index`` is how far the store had applied then (the MemRowSet's rows
+    beyond the files are in the owner's Raft log); ``locked_s`` is how long the pin held the
+    tablet's lock.  Release it as soon as the files are copied: while it lasts, whatever
+    writes the file waits (see :meth:`DuckDBTabletStore.pin`).
+    """
+
+    def __init__(
+        self, snapshot: TabletSnapshot, applied_index: int, locked_s: float, release: Callable[[], None]
+    ) -> None:
+        self.snapshot = snapshot
+        self.applied_index = applied_index
+        self.locked_s = locked_s
+        self._release: Callable[[], None] | None = release
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        """Let writes to the files go on; a second call does nothing."""
+        with self._lock:
+            release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> PinnedFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def create_tables(conn: duckdb.DuckDBPyConnection, alias: str, tablet_id: str, schema: Schema) -> None:
@@ -140,7 +173,10 @@ class DuckDBTabletStore:
         # A full MemRowSet is frozen and written to DuckDB by a background thread while a new
         # one takes applies (Kudu does the same).
         self._frozen: AnyMemRowSet | None = None
+        # Notified when a frozen MemRowSet is written and when the last pin goes.
         self._flush_ended = threading.Condition(self._lock)
+        # Pins on the file (see pin): while any lasts, nothing writes the file.
+        self._pins = 0
         # Only keys this index cannot rule out are looked up in DuckDB.
         self._disk_keys = self._read_disk_keys() if self._mrs is not None else DiskKeys()
 
@@ -185,6 +221,8 @@ class DuckDBTabletStore:
         """
         with self._lock:
             self._wait_for_frozen()  # the flush thread uses the database being detached
+            while self._pins:  # DuckDB may checkpoint the file as it detaches it
+                self._flush_ended.wait()
             self._closed = True
             self._cur.close()
 
@@ -248,15 +286,19 @@ class DuckDBTabletStore:
                 r.row_failures.sort(key=lambda e: e.row)
             self._applied = entries[-1].index
             if self._mrs_full():
-                self._wait_for_frozen()  # back-pressure: one frozen MemRowSet at a time
+                # A flush writes the file, so a pinned tablet's MemRowSet grows on, up to twice
+                # its threshold, without one; past that applies wait for the pins to go.
+                if self._pins and not self._mrs_full(2):
+                    return results
+                self._wait_for_file()  # back-pressure: one frozen MemRowSet at a time
                 self._check_usable()
                 if self._mrs_full() and self._frozen is None:
                     self._freeze()
             return results
 
-    def _mrs_full(self) -> bool:
+    def _mrs_full(self, factor: int = 1) -> bool:
         mrs = self._mrs
-        return mrs is not None and (len(mrs) >= self._flush_rows or mrs.nbytes >= self._flush_bytes)
+        return mrs is not None and (len(mrs) >= factor * self._flush_rows or mrs.nbytes >= factor * self._flush_bytes)
 
     def _check_indices(self, indices: Sequence[int]) -> None:
         last = self._applied
@@ -303,7 +345,7 @@ class DuckDBTabletStore:
         """Apply assuming no row errors (plain statements, as fast as hand-written SQL); on a
         conflict roll back and apply again with statements that say which rows failed."""
 
-        self._wait_for_frozen()  # the planned statements must see every row held in memory
+        self._wait_for_file()  # the planned statements must see every row held in memory; they write the file
         self._check_usable()
 
         def attempt(careful: bool) -> dict[int, NyalaError]:
@@ -572,6 +614,16 @@ class DuckDBTabletStore:
         while self._frozen is not None and self._failed is None:
             self._flush_ended.wait()
 
+    def _wait_for_file(self) -> None:
+        """Until nothing else may write the file: no frozen MemRowSet being written, no pin
+        (lock held; released while waiting)."""
+        while (self._frozen is not None or self._pins) and self._failed is None:
+            self._flush_ended.wait()
+
+    def _wait_for_unpinned(self) -> None:
+        while self._pins and self._failed is None:
+            self._flush_ended.wait()
+
     def _flushed(self, index: int, other_keys: Sequence[Sequence[Key]] = ()) -> None:
         """After a commit that wrote the MemRowSet (and maybe ``other_keys``) to DuckDB."""
         mrs = self._mrs
@@ -586,7 +638,7 @@ class DuckDBTabletStore:
         self._durable = index
 
     def _flush_locked(self) -> None:
-        self._wait_for_frozen()
+        self._wait_for_file()
         self._check_usable()
         if self._durable == self._applied:
             return
@@ -598,7 +650,7 @@ class DuckDBTabletStore:
         """Write the MemRowSet to DuckDB in one transaction when its oldest row is at least
         ``older_than_s`` old; True when it did.  Afterwards ``durable_index() == applied_index()``."""
         with self._lock:
-            self._wait_for_frozen()  # its rows become durable when it is written
+            self._wait_for_file()  # a frozen MemRowSet's rows become durable when it is written
             self._check_usable()
             if self._durable == self._applied:
                 return False
@@ -607,29 +659,12 @@ class DuckDBTabletStore:
             self._flush_locked()
             return True
 
-    def flush_in_background(self) -> None:
-        """Write the MemRowSet to DuckDB the way a full one is written, and return once it is.
-
-        The MemRowSet is frozen and the flush thread writes it while applies go on into a new
-        one, so writes do not wait for the rows to be written (only for the commit's moment
-        under the lock).  A tablet copy source calls this before its snapshot, so that the
-        snapshot's own flush, under the lock, has little left to do.
-        """
-        with self._lock:
-            self._wait_for_frozen()
-            self._check_usable()
-            if self._mrs is None or self._durable == self._applied:
-                return
-            self._freeze()
-            self._wait_for_frozen()  # releases the lock while the flush thread writes
-            self._check_usable()
-
     def alter_schema(self, new_schema: Schema, index: int) -> None:
         """Move to ``new_schema`` (columns matched by id) in one transaction with ``index``."""
         with self._lock:
             self._check_usable()
             self._check_indices([index])
-            self._wait_for_frozen()  # its rows are in the old schema
+            self._wait_for_file()  # a frozen MemRowSet's rows are in the old schema
             self._check_usable()
             statements = alter_statements(self._rows, self._schema, new_schema)
 
@@ -654,6 +689,7 @@ class DuckDBTabletStore:
         so after a schema change while older scans are open); the caller retries later.
         """
         with self._lock:
+            self._wait_for_unpinned()
             self._check_usable()
             return self._checkpoint_locked()
 
@@ -663,6 +699,45 @@ class DuckDBTabletStore:
         except duckdb.TransactionException:
             return False
         return True
+
+    def pin(self) -> PinnedFiles:
+        """Keep the tablet's DuckDB file(s) byte for byte as they are until the pin is released,
+        without stopping inserts and upserts: a tablet copy source copies them meanwhile.
+
+        Under the tablet's lock: wait until a frozen MemRowSet is written (the flush thread
+        writes row groups into the file before it commits; applies go on meanwhile), fold
+        DuckDB's WAL into the file when it holds anything (left as it is when DuckDB defers
+        the checkpoint: the file and its WAL are as consistent), and count the pin.  Nothing
+        is flushed: the files hold the tablet as of :meth:`durable_index`, and the MemRowSet's
+        rows after it are in the owner's Raft log, which a copy carries (Kudu copies a tablet
+        the same way, without its MemRowSet).
+
+        While any pin lasts, nothing writes the file, because all that does holds the lock and
+        waits for the pins first: a full MemRowSet is not frozen (it grows on up to twice its
+        threshold, then applies wait), applies that need DuckDB (updates, deletes, partial
+        upserts), flushes, checkpoints, schema changes, snapshots and closing wait.  Inserts
+        and whole-row upserts into the MemRowSet, key probes and scans only read the file, and
+        DuckDB writes a database file only when it commits to it, checkpoints it or detaches
+        it.  So writes to the tablet wait only for the checkpoint under the lock here, and
+        ``tests/unit/storage/test_store.py`` checks the bytes stay the same under all of that.
+        """
+        with self._lock:
+            self._wait_for_frozen()
+            self._check_usable()
+            started = time.perf_counter()
+            # Under another pin nothing has committed since it checkpointed (or could not).
+            if not self._pins and self.wal_size_bytes() > 0:
+                self._checkpoint_locked()
+            files = tuple(p for p in (self.path, self.path + ".wal") if os.path.exists(p) and os.path.getsize(p) > 0)
+            self._pins += 1
+            snapshot = TabletSnapshot(self._tablet_id, self._durable, self._schema, files)
+            return PinnedFiles(snapshot, self._applied, time.perf_counter() - started, self._unpin)
+
+    def _unpin(self) -> None:
+        with self._lock:
+            self._pins -= 1
+            if not self._pins:
+                self._flush_ended.notify_all()
 
     def snapshot(self, dest_dir: str, *, durable: bool = True) -> TabletSnapshot:
         """Copy the tablet's file(s) into ``dest_dir``; writes wait meanwhile.

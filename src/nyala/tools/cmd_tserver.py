@@ -89,6 +89,13 @@ def tserver() -> None:
     help="Leaders copy the tablet to peers that lack it or the log they need (Kudu's enable_tablet_copy).",
 )
 @click.option(
+    "--tablet-copy-download-threads-nums-per-session",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="FetchData calls each tablet copy into this server keeps in flight at once.",
+)
+@click.option(
     "--tablet-copy-start-interval-ms",
     default=5000,
     show_default=True,
@@ -144,6 +151,7 @@ def start(
     tablet_copy_throttler_bytes_per_sec: int,
     num_tablets_to_copy_simultaneously: int,
     enable_tablet_copy: bool,
+    tablet_copy_download_threads_nums_per_session: int,
     tablet_copy_start_interval_ms: int,
     log_segment_size_bytes: int,
     log_max_segments_to_retain: int,
@@ -175,6 +183,7 @@ def start(
             tablet_copy_throttler_bytes_per_sec=tablet_copy_throttler_bytes_per_sec,
             num_tablets_to_copy_simultaneously=num_tablets_to_copy_simultaneously,
             enable_tablet_copy=enable_tablet_copy,
+            tablet_copy_download_threads_nums_per_session=tablet_copy_download_threads_nums_per_session,
             tablet_copy_start_interval_ms=tablet_copy_start_interval_ms,
         )
         run(_serve(options))

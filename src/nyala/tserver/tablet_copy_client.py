@@ -17,8 +17,10 @@ leader's StartTabletCopy arrives; this module does the talking and the checking:
    (``tablet_copy_throttler_bytes_per_sec``).  Every 64 MiB written to a file, an
    ``fdatasync`` of it starts on a worker thread while the download goes on, so the disk
    writes the data as it arrives rather than all of it at the end (on this machine a 1 GB
-   fsync alone takes 2.5 s).  Each file is then fsynced and read back to check its whole
-   CRC32C, and the directories are fsynced.
+   fsync alone takes 2.5 s).  Every byte is read back from the file to check its whole
+   CRC32C, most of them behind the writes (:class:`_ReadBack`); once a file is complete it
+   is fsynced, the rest is read back and the whole CRC compared, and the directories are
+   fsynced.
 3. :meth:`TabletCopyClient.end` ends the session, successful or not (best effort: an
    abandoned session expires on the source by itself).
 
@@ -37,7 +39,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,8 @@ END_TIMEOUT_S = 5.0
 _READ_PIECE = 8 << 20
 #: Bytes written to a file between two background syncs of it during a download.
 SYNC_EVERY_BYTES = 64 << 20
+#: Bytes written in a row to a file before they are read back for its CRC32C during a download.
+READ_BACK_EVERY = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,9 @@ class CopySource:
     files: tuple[RemoteFile, ...]
     location: str
     idle_timeout_s: float
+    #: Entries up to here are committed and in the copied WAL (at least ``applied_index``):
+    #: the destination applies them at once, as a restart does.
+    committed_index: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -179,6 +186,10 @@ def _parse_begin(tablet_id: str, response: tcpb.BeginTabletCopySessionResponsePB
         raise InvalidArgument("no session id")
     if response.applied_index < 0 or response.current_term < 0:
         raise InvalidArgument(f"applied index {response.applied_index} and term {response.current_term} must be >= 0")
+    if response.committed_index and response.committed_index < response.applied_index:
+        raise InvalidArgument(
+            f"committed index {response.committed_index} is below the applied index {response.applied_index}"
+        )
     m = response.metadata
     if not m.table_id:
         raise InvalidArgument("no table id")
@@ -212,6 +223,7 @@ def _parse_begin(tablet_id: str, response: tcpb.BeginTabletCopySessionResponsePB
         files,
         response.source_location,
         response.session_idle_timeout_ms / 1000,
+        max(response.applied_index, response.committed_index),
     )
 
 
@@ -294,6 +306,9 @@ class Downloaded:
     wal_dir: Path
     fetch_s: float  # fetching every chunk and writing it
     verify_s: float  # the fsyncs and the whole-file checks after
+    #: ``verify_s`` by step: waiting for the background syncs, the final fsyncs, reading every
+    #: file back for its CRC32C, the directories' fsyncs.
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class TabletCopyClient:
@@ -366,12 +381,15 @@ class TabletCopyClient:
             future.add_done_callback(lambda _f: syncing.pop(file_id, None))
             syncs.append(future)
 
+        checks = {f.file_id: _ReadBack(paths[f.file_id], f, self._chunk) for f in files}
+
         async def worker() -> None:
             while chunks:
                 f, offset = chunks.popleft()
                 data = await self._fetch(request, source, f, offset, min(self._chunk, f.size - offset))
                 await asyncio.to_thread(_pwrite_all, fd_of[f.file_id], data, offset)
                 sync_behind(f.file_id, len(data))
+                checks[f.file_id].written(offset)
                 if within:
                     self.counters.bytes_within_location += len(data)
                 else:
@@ -379,6 +397,7 @@ class TabletCopyClient:
 
         started = time.perf_counter()
         fetched = started
+        phases: dict[str, float] = {}
         try:
             tasks = [asyncio.ensure_future(worker()) for _ in range(min(self._window, max(1, len(chunks))))]
             try:
@@ -394,16 +413,25 @@ class TabletCopyClient:
                     await future
                 except OSError as e:
                     raise IOFailure(f"cannot sync the download in {directory}: {e}") from e
+            phases["background syncs"] = time.perf_counter() - fetched
             for f in files:
-                await asyncio.to_thread(_finish_file, fd_of.pop(f.file_id), paths[f.file_id], f)
+                started_file = time.perf_counter()
+                await asyncio.to_thread(_sync_file, fd_of.pop(f.file_id))
+                synced = time.perf_counter()
+                await checks[f.file_id].finish()
+                phases["fsync"] = phases.get("fsync", 0.0) + synced - started_file
+                phases["read back and CRC32C"] = phases.get("read back and CRC32C", 0.0) + time.perf_counter() - synced
+            started_dirs = time.perf_counter()
             await asyncio.to_thread(_sync_dirs, directory)
+            phases["directory fsyncs"] = time.perf_counter() - started_dirs
         finally:
             # A background sync still running holds its descriptor: let it end first.
             await asyncio.gather(*syncs, return_exceptions=True)
+            await asyncio.gather(*(c.idle() for c in checks.values()), return_exceptions=True)
             await asyncio.to_thread(_close_all, list(fd_of.values()))
         store_files = tuple(paths[f.file_id] for f in files if f.kind != tcpb.WAL_SEGMENT)
         done = time.perf_counter()
-        return Downloaded(directory, store_files, directory / WAL_DIR, fetched - started, done - fetched)
+        return Downloaded(directory, store_files, directory / WAL_DIR, fetched - started, done - fetched, phases)
 
     async def _fetch(self, request: CopyRequest, source: CopySource, f: RemoteFile, offset: int, length: int) -> Any:
         """Bytes ``offset .. offset+length`` of ``f``, retrying failed or damaged chunks."""
@@ -422,7 +450,10 @@ class TabletCopyClient:
                     ),
                     timeout=FETCH_TIMEOUT_S,
                 )
-                data = _check_chunk(f, offset + got, want, response, sidecars)
+                data = _check_chunk(f, offset + got, want, response, sidecars, check_crc=False)
+                # On a worker thread (the crc32c package releases the GIL): the event loop goes
+                # on receiving the other chunks in flight meanwhile.
+                await asyncio.to_thread(_check_crc, f, offset + got, data, response.chunk_crc32c)
             except (RetriableError, StorageError) as e:
                 # The network, a busy or restarting source, or damaged bytes: try again from the
                 # same offset.  NotFound (the session is gone) and the rest fail the copy at once.
@@ -450,7 +481,12 @@ class TabletCopyClient:
 
 
 def _check_chunk(
-    f: RemoteFile, offset: int, want: int, response: tcpb.FetchDataResponsePB, sidecars: Sequence[memoryview]
+    f: RemoteFile,
+    offset: int,
+    want: int,
+    response: tcpb.FetchDataResponsePB,
+    sidecars: Sequence[memoryview],
+    check_crc: bool = True,
 ) -> memoryview:
     where = f"chunk of {f.name} at offset {offset}"
     if len(sidecars) != 1:
@@ -463,9 +499,15 @@ def _check_chunk(
         )
     if len(data) != response.length or not 0 < len(data) <= want:
         raise Corruption(f"{where}: {len(data)} bytes arrived for a length of {response.length}, {want} asked")
-    if crc32c.crc32c(data) != response.chunk_crc32c:
-        raise Corruption(f"{where}: CRC32C mismatch ({len(data)} bytes damaged in transit)")
+    if check_crc:
+        _check_crc(f, offset, data, response.chunk_crc32c)
     return data
+
+
+def _check_crc(f: RemoteFile, offset: int, data: memoryview, expected: int) -> None:
+    if crc32c.crc32c(data) != expected:
+        where = f"chunk of {f.name} at offset {offset}"
+        raise Corruption(f"{where}: CRC32C mismatch ({len(data)} bytes damaged in transit)")
 
 
 def _create_files(directory: Path, paths: list[Path]) -> list[int]:
@@ -491,20 +533,95 @@ def _pwrite_all(fd: int, data: Any, offset: int) -> None:
 
 def _finish_file(fd: int, path: Path, f: RemoteFile) -> None:
     """Make the file durable and check its whole CRC32C, as read back."""
+    _sync_file(fd)
+    _check_file(path, f)
+
+
+def _sync_file(fd: int) -> None:
+    """fsync and close a downloaded file."""
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    crc = 0
-    with open(path, "rb") as fin:
-        while piece := fin.read(_READ_PIECE):
-            crc = crc32c.crc32c(piece, crc)
+
+
+def _check_file(path: Path, f: RemoteFile, crc: int = 0, start: int = 0) -> None:
+    """Check a downloaded file's size and whole CRC32C, as read back (from ``start``, with
+    ``crc`` that of the bytes before it)."""
     size = path.stat().st_size
+    crc = _crc_range(path, start, max(start, size), crc)
     if size != f.size or crc != f.crc32c:
         raise Corruption(
             f"{f.name}: the copy holds {size} bytes with CRC32C {crc:#010x}; the source listed {f.size} bytes "
             f"with {f.crc32c:#010x}"
         )
+
+
+def _crc_range(path: Path, start: int, end: int, crc: int) -> int:
+    """``crc`` continued over bytes ``start .. end`` of a file, read into one reused buffer."""
+    buffer = bytearray(min(_READ_PIECE, max(1, end - start)))
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as fin:
+        fin.seek(start)
+        left = end - start
+        while left:
+            got = fin.readinto(view[: min(len(buffer), left)])
+            if not got:
+                break  # shorter than it should be: the size check says so
+            crc = crc32c.crc32c(view[:got], crc)
+            left -= got
+    return crc
+
+
+class _ReadBack:
+    """Reads a file being downloaded back behind the writes, in order, for its whole CRC32C.
+
+    Chunks land out of order (several fetches are in flight); once the chunks written from
+    where the check has reached make up ``READ_BACK_EVERY`` bytes in a row, a worker thread
+    reads them back and continues the CRC, while the download goes on.  :meth:`finish` reads
+    the rest once the file is written and synced, and compares size and CRC with the source's
+    list: every byte is still read back from the file after it was written, but most of them
+    while the network and the disk are busy with later chunks rather than after the last.
+    """
+
+    def __init__(self, path: Path, f: RemoteFile, chunk: int) -> None:
+        self._path = path
+        self._file = f
+        self._chunk = chunk
+        self._landed: set[int] = set()
+        self._written = 0  # every byte before it is written
+        self._checked = 0  # every byte before it is read back into ``_crc``
+        self._crc = 0
+        self._task: asyncio.Future[int] | None = None
+
+    def written(self, offset: int) -> None:
+        """Chunk ``offset`` is written (pwrite returned)."""
+        self._landed.add(offset)
+        while self._written in self._landed:
+            self._landed.discard(self._written)
+            self._written = min(self._file.size, self._written + self._chunk)
+        if self._task is None and self._written - self._checked >= READ_BACK_EVERY:
+            start, end = self._checked, self._written
+            self._task = asyncio.ensure_future(asyncio.to_thread(_crc_range, self._path, start, end, self._crc))
+            self._task.add_done_callback(lambda task: self._checked_to(task, end))
+
+    def _checked_to(self, task: asyncio.Future[int], end: int) -> None:
+        self._task = None
+        if not task.cancelled() and task.exception() is None:
+            self._crc, self._checked = task.result(), end
+        elif not task.cancelled():
+            task.exception()  # read again by finish() from where the check stopped
+
+    async def idle(self) -> None:
+        """Until no read-back runs (its errors are left to :meth:`finish`)."""
+        while self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.sleep(0)  # let the done callback run
+
+    async def finish(self) -> None:
+        """Read the rest back and check the whole file (Corruption when it differs)."""
+        await self.idle()
+        await asyncio.to_thread(_check_file, self._path, self._file, self._crc, self._checked)
 
 
 def _sync_dirs(directory: Path) -> None:

@@ -1,23 +1,28 @@
 """The source side of a tablet copy: sessions that hand out a consistent snapshot of a tablet.
 
 A destination opens a session with BeginTabletCopySession.  The session is built in four
-steps, only the second of which stops the tablet's writes:
+steps; the tablet's writes wait for none of them but a checkpoint of DuckDB's WAL (when it
+holds anything) under the tablet's lock:
 
 1. Anchor the WAL at the store's durable index (a ``REQUIRED`` anchor in the replica's
    :class:`~nyala.wal.LogAnchorRegistry`), so no segment the copy may need is deleted.
-2. Snapshot the store (:meth:`DuckDBTabletStore.snapshot` with ``durable=False``): under the
-   tablet's store lock, flush the MemRowSet, CHECKPOINT, and copy the DuckDB file inside the
-   kernel (``copy_file_range``) into the session's staging directory, with no fsync (the copy
-   is thrown away when the session ends).  Applies wait only for that local copy, never for
-   the network: the transfer streams from the staging copy with no lock held.  The snapshot's
-   applied index ``A`` is the store's applied (and, after the flush, durable) index.
-3. Move the anchor to ``A`` and link (``os.link``) into the staging directory every WAL
-   segment from the one holding entry ``A`` to the active one, noting the active segment's
-   current length: the destination reads only up to it and ignores a torn last batch, as
-   recovery does.  A link keeps the bytes even if the segment is later garbage collected,
-   and segments are append-only, so the listed prefix never changes.
+2. Pin the store's files (:meth:`DuckDBTabletStore.pin`): once a MemRowSet flush in progress
+   has committed, and DuckDB's WAL is checkpointed, nothing writes the file until the pin
+   goes, while inserts and upserts go on into the MemRowSet.  The pinned file is copied
+   inside the kernel (``copy_file_range``) into the session's staging directory, with no
+   fsync (the copy is thrown away when the session ends), and the pin released: the transfer
+   streams from the staging copy.  The MemRowSet is not flushed (Kudu copies a tablet without
+   its MemRowSet too): the file holds the store's durable index ``A``, and the entries after
+   it, up to the store's applied index ``C`` at the pin, travel in the WAL.
+3. Move the anchor to ``A``, wait until the local WAL holds ``C`` and the committed config's
+   entry, and link (``os.link``) into the staging directory every WAL segment from the one
+   holding entry ``A`` to the active one, noting the active segment's current length: the
+   destination reads only up to it and ignores a torn last batch, as recovery does.  A link
+   keeps the bytes even if the segment is later garbage collected, and segments are
+   append-only, so the listed prefix never changes.
 4. Compute each file's CRC32C, then answer with the tablet's metadata at ``A`` (schema and
-   version as of ``A``), the replica's term and committed config, ``A`` and the file list.
+   version as of ``A``), the replica's term and committed config, ``A``, ``C`` (the
+   destination applies the copied log up to it before it serves) and the file list.
 
 FetchData reads any chunk of a listed file by offset (at most
 ``tablet_copy_transfer_chunk_size_bytes``) and returns it as a sidecar with its CRC32C; it is
@@ -37,12 +42,16 @@ source waits (briefly) until its durable log holds that entry, so the copied log
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
+import errno
 import json
 import logging
 import mmap
 import os
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +62,7 @@ import crc32c
 from nyala.consensus.runtime import RaftReplica
 from nyala.errors import IllegalState, InvalidArgument, IOFailure, NotFound, NyalaError
 from nyala.proto import tablet_copy_pb2 as tcpb
-from nyala.storage import DuckDBTabletStore, TabletSnapshot
+from nyala.storage import DuckDBTabletStore, PinnedFiles
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.metadata import TabletMetadata
 from nyala.tserver.tablet import TabletReplica, config_to_pb
@@ -66,6 +75,8 @@ log = logging.getLogger("nyala.tserver")
 #: Under the server's data directory: one staging directory per session.
 SESSIONS_DIR = "tablet-copy-sessions"
 _READ_PIECE = 8 << 20
+# The staging copy publishes its progress after each piece: a fetch waits for at most one.
+_STAGE_PIECE = 16 << 20
 # How long Begin waits for the committed config's entry to be durable in the local WAL (it
 # normally is; a leader's own copy of an entry a majority of followers committed may lag by an
 # fsync).
@@ -85,6 +96,12 @@ class SourceFile:
     crc32c: int
     #: The first ``size`` bytes, mapped (None for an empty file).
     mapping: mmap.mmap | None = None
+    #: The CRC32C of each chunk of the session's chunk size from offset 0, when computed ahead.
+    chunk_crcs: tuple[int, ...] = ()
+    #: The background copy that fills the staged file (None once a file is complete).
+    staging: _Staging | None = None
+    #: This file's place in ``staging``.
+    staging_index: int = 0
 
     def to_pb(self) -> tcpb.DataFilePB:
         return tcpb.DataFilePB(
@@ -105,24 +122,47 @@ class CopySession:
     files: list[SourceFile]
     response: tcpb.BeginTabletCopySessionResponsePB
     last_active: float
-    #: Seconds the store snapshot took: the tablet's writes waited for (most of) it.
+    #: Seconds the store snapshot held the tablet's lock: the tablet's writes waited for it.
     snapshot_s: float = 0.0
+    #: Seconds of each step of BeginTabletCopySession, in order (logged; the benchmark reads them).
+    phases: dict[str, float] = field(default_factory=dict)
+    #: The background copy of the store's pinned files.
+    staging: _Staging | None = None
     bytes_served: int = 0
     ended: bool = field(default=False)
 
 
 def file_crc32c(path: Path | str, size: int) -> int:
     """CRC32C of the first ``size`` bytes of a file (the crc32c package releases the GIL)."""
-    crc = 0
-    with open(path, "rb") as f:
+    return _file_crcs(path, size, 0)[0]
+
+
+def _file_crcs(
+    path: Path | str, size: int, chunk: int, stopping: Callable[[], bool] = lambda: False
+) -> tuple[int, tuple[int, ...]]:
+    """CRC32C of the first ``size`` bytes of a file and, with ``chunk``, of each ``chunk``
+    bytes from offset 0.  The file is read into one reused buffer (no copy per piece); a
+    chunk's CRC is computed while its bytes are still in the processor's cache.  IOFailure
+    when ``stopping()`` turns true meanwhile."""
+    piece = chunk or _READ_PIECE
+    buffer = bytearray(min(piece, size))
+    view = memoryview(buffer)
+    crc, chunks = 0, []
+    with open(path, "rb", buffering=0) as f:
         left = size
         while left:
-            piece = f.read(min(_READ_PIECE, left))
-            if not piece:
+            if stopping():
+                raise IOFailure(f"{path}: no longer needed")
+            got = f.readinto(view[: min(piece, left)])
+            if not got:
                 raise IOFailure(f"{path} is shorter than the {size} bytes listed for it")
-            crc = crc32c.crc32c(piece, crc)
-            left -= len(piece)
-    return crc
+            crc = crc32c.crc32c(view[:got], crc)
+            if chunk:
+                if got != min(piece, left):
+                    raise IOFailure(f"{path}: a short read of {got} bytes at offset {size - left}")
+                chunks.append(crc32c.crc32c(view[:got]))
+            left -= got
+    return crc, tuple(chunks)
 
 
 class TabletCopySourceManager:
@@ -214,15 +254,17 @@ class TabletCopySourceManager:
         self._sessions[session_id] = session
         self.sessions_started += 1
         log.info(
-            "tablet copy session %s: tablet %s for %s at applied index %d, %d files, %d bytes; the store "
-            "snapshot (flush, checkpoint, local copy under the tablet's lock) took %.3f s",
+            "tablet copy session %s: tablet %s for %s at applied index %d (committed %d), %d files, %d bytes; "
+            "the store snapshot held the tablet's lock %.3f s; begin phases: %s",
             token,
             tablet_id,
             requestor,
             session.response.applied_index,
+            session.response.committed_index,
             len(session.files),
             sum(f.size for f in session.files),
             session.snapshot_s,
+            ", ".join(f"{name} {seconds:.3f} s" for name, seconds in session.phases.items()),
         )
         return session.response
 
@@ -237,14 +279,25 @@ class TabletCopySourceManager:
         anchors: LogAnchorRegistry,
         anchor: LogAnchor,
     ) -> CopySession:
+        phases: dict[str, float] = {}
         await asyncio.to_thread(directory.mkdir, parents=True)
-        snapshot, meta, snapshot_s = await self._snapshot(tablet, store, directory / "store")
-        applied = snapshot.applied_index
-        anchors.update(anchor, max(1, applied))
-        term, config = raft.term, raft.committed_config
-        await self._wait_durable(raft, config.opid_index)
-        segments = _segments_from(raft.wal.segments(), applied)
-        files = await asyncio.to_thread(_stage, snapshot, segments, directory)
+        staging, meta = await self._pin(tablet, store, directory / "store", phases)
+        try:
+            started = time.perf_counter()
+            checksums = await staging.checksums()
+            phases["store CRC32C while copying"] = time.perf_counter() - started
+            snapshot = staging.snapshot
+            applied, committed = snapshot.applied_index, max(snapshot.applied_index, staging.applied_index)
+            anchors.update(anchor, max(1, applied))
+            term, config = raft.term, raft.committed_config
+            started = time.perf_counter()
+            await self._wait_durable(raft, max(config.opid_index, committed))
+            segments = _segments_from(raft.wal.segments(), applied)
+            phases["WAL wait"] = time.perf_counter() - started
+            files = await asyncio.to_thread(_stage, staging, checksums, segments, directory, phases)
+        except BaseException:
+            staging.stop()
+            raise
         response = tcpb.BeginTabletCopySessionResponsePB(
             session_id=session_id,
             session_idle_timeout_ms=int(self.idle_timeout_s * 1000),
@@ -252,6 +305,7 @@ class TabletCopySourceManager:
             applied_index=applied,
             files=[f.to_pb() for f in files],
             source_location=self._location(),
+            committed_index=committed,
         )
         response.metadata.CopyFrom(_metadata_pb(meta))
         response.committed_config.CopyFrom(config_to_pb(config))
@@ -265,43 +319,49 @@ class TabletCopySourceManager:
             files,
             response,
             self._clock(),
-            snapshot_s,
+            staging.locked_s,
+            phases=phases,
+            staging=staging,
         )
 
-    async def _snapshot(
-        self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path
-    ) -> tuple[TabletSnapshot, TabletMetadata, float]:
-        """The store's snapshot, the tablet metadata as of its applied index, and the seconds the
-        snapshot itself took (under the tablet's lock).
+    async def _pin(
+        self, tablet: TabletReplica, store: DuckDBTabletStore, directory: Path, phases: dict[str, float]
+    ) -> tuple[_Staging, TabletMetadata]:
+        """The store's files pinned and being copied into ``directory`` (see :class:`_Staging`),
+        and the tablet metadata as of the files' index.
 
-        First the MemRowSet is written by the flush thread (applies go on meanwhile) and the
-        file checkpointed (applies wait, as for any checkpoint), so that the snapshot itself,
-        under the lock, has only a little flushing and checkpointing left before its copy.
+        The store's files are pinned (:meth:`DuckDBTabletStore.pin`: nothing writes them while
+        inserts and upserts go on into the MemRowSet).  The MemRowSet is not flushed: its rows
+        travel in the WAL segments and the destination applies them from there, as a restart
+        does.
 
         A schema change is applied to the store and then settled in the metadata by the apply
-        thread; one that lands between the snapshot and reading the metadata shows as a schema
-        that differs from the snapshot's, and the snapshot is taken again.
+        thread; one that lands between the pin and reading the metadata shows as a schema that
+        differs from the files', and the files are pinned again.
         """
-        await asyncio.to_thread(store.flush_in_background)
-        await asyncio.to_thread(store.checkpoint)
+        loop = asyncio.get_running_loop()
         for _ in range(_SNAPSHOT_ATTEMPTS):
             started = time.perf_counter()
-            snapshot = await asyncio.to_thread(store.snapshot, str(directory), durable=False)
-            snapshot_s = time.perf_counter() - started
-            meta = tablet.meta.settle_alter(snapshot.applied_index)
-            if meta.schema == snapshot.schema:
-                return snapshot, meta, snapshot_s
+            staging = await _start_staging(store, directory, self.chunk_size_bytes, loop)
+            phases["pin"] = phases.get("pin", 0.0) + time.perf_counter() - started
+            meta = tablet.meta.settle_alter(staging.snapshot.applied_index)
+            if meta.schema == staging.snapshot.schema:
+                return staging, meta
+            staging.stop()
+            await staging.stopped()
             await asyncio.to_thread(shutil.rmtree, directory, True)
         raise IllegalState(
             f"tablet {tablet.tablet_id}: its schema kept changing while a tablet copy snapshot was taken"
         )
 
     async def _wait_durable(self, raft: RaftReplica, index: int) -> None:
+        """Until the local WAL holds entry ``index`` (the committed config's, or the last one the
+        store had applied: a leader's own copy of an entry may lag the commit by an fsync)."""
         deadline = asyncio.get_running_loop().time() + _CONFIG_WAIT_S
         while raft.wal.last_index < index:
             if asyncio.get_running_loop().time() > deadline:
                 raise IllegalState(
-                    f"tablet {raft.group_id}: the committed config's entry {index} is not in the local WAL "
+                    f"tablet {raft.group_id}: committed entry {index} is not in the local WAL "
                     f"(it ends at {raft.wal.last_index}); try again"
                 )
             await asyncio.sleep(0.01)
@@ -336,8 +396,18 @@ class TabletCopySourceManager:
         if max_length < 0:
             raise InvalidArgument(f"max_length must be >= 0 (0 means the server's chunk size), got {max_length}")
         length = min(max_length or self.chunk_size_bytes, self.chunk_size_bytes, source.size - offset)
+        if source.staging is not None:
+            await source.staging.wait_copied(source.staging_index, offset + length)
         data = memoryview(source.mapping)[offset : offset + length] if source.mapping is not None else memoryview(b"")
-        crc = await asyncio.to_thread(crc32c.crc32c, data) if length else 0
+        chunk, at = divmod(offset, self.chunk_size_bytes)
+        if not length:
+            crc = 0
+        elif at == 0 and chunk < len(source.chunk_crcs) and length == min(self.chunk_size_bytes, source.size - offset):
+            # Computed in Begin from the pinned file; the served bytes are the staged copy's,
+            # so a copy that differed from the file would fail the destination's check.
+            crc = source.chunk_crcs[chunk]
+        else:
+            crc = await asyncio.to_thread(crc32c.crc32c, data)
         session.bytes_served += length
         self.bytes_served += length
         session.last_active = self._clock()
@@ -371,6 +441,8 @@ class TabletCopySourceManager:
             session.anchors.release(session.anchor)
         except NyalaError:
             pass  # released already
+        if session.staging is not None:
+            session.staging.stop()
         for f in session.files:
             _unmap(f)
         await asyncio.to_thread(shutil.rmtree, session.directory, True)
@@ -383,6 +455,180 @@ class TabletCopySourceManager:
         )
 
 
+class _Staging:
+    """A store's pinned files, copied into a session's staging directory in the background.
+
+    Two worker threads read the pinned files: one copies them, in pieces, inside the kernel
+    (``copy_file_range``, page cache to page cache, no fsync: the staging files go with the
+    session, and a source that crashes takes its sessions with it) into staging files created
+    at their full size, and publishes how far it has come; the other computes each file's
+    CRC32C and each chunk's, which Begin answers with.  The pin is released when both have
+    ended (or were stopped), never before, so neither ever reads a file DuckDB may be
+    changing.  Begin answers once the CRCs are known, the copy going on: a FetchData of a
+    range the copy has not reached yet waits for it (the local copy runs several times faster
+    than any transfer, so a fetch seldom waits).
+    """
+
+    def __init__(self, pinned: PinnedFiles, staged: list[Path], chunk: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._pinned = pinned
+        self.snapshot = dataclasses.replace(pinned.snapshot, files=tuple(str(p) for p in staged))
+        #: The store's applied index at the pin: the WAL carries the entries after the files'.
+        self.applied_index = pinned.applied_index
+        self.locked_s = pinned.locked_s
+        self.sizes = [os.path.getsize(p) for p in pinned.snapshot.files]
+        self._sources = list(pinned.snapshot.files)
+        self._staged = staged
+        self._chunk = chunk
+        self._loop = loop
+        self.copied = [0] * len(staged)
+        self._error: NyalaError | None = None
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._stopping = False
+        self._holders = 2
+        self._holders_lock = threading.Lock()
+        self._crcs: concurrent.futures.Future[list[tuple[int, tuple[int, ...]]]] = concurrent.futures.Future()
+        self._ended: concurrent.futures.Future[float] = concurrent.futures.Future()
+        for path, size in zip(staged, self.sizes, strict=True):
+            with open(path, "wb") as f:
+                f.truncate(size)  # mapped at its full size at once; a range is served once copied
+
+    def start(self) -> None:
+        threading.Thread(target=self._copy, name="tablet-copy-staging", daemon=True).start()
+        threading.Thread(target=self._checksum, name="tablet-copy-crc", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop both workers at their next piece (they then release the pin)."""
+        self._stopping = True
+
+    async def stopped(self) -> float:
+        """Once the copy has ended: the seconds the files stayed pinned for it."""
+        return await asyncio.wrap_future(self._ended)
+
+    async def checksums(self) -> list[tuple[int, tuple[int, ...]]]:
+        """Each file's CRC32C and its chunks', in order (IOFailure when they could not be read)."""
+        return await asyncio.wrap_future(self._crcs)
+
+    async def wait_copied(self, index: int, end: int) -> None:
+        """Until file ``index`` is copied up to ``end`` (IOFailure when the copy failed)."""
+        if self.copied[index] >= end:
+            return
+        if self._error is not None:
+            raise self._error
+        future = self._loop.create_future()
+        self._waiters.append((index, end, future))
+        await future
+
+    # -- the workers ------------------------------------------------------------------------
+
+    def _copy(self) -> None:
+        started = time.perf_counter()
+        try:
+            for index, (source, staged, size) in enumerate(zip(self._sources, self._staged, self.sizes, strict=True)):
+                with open(source, "rb") as fin, open(staged, "r+b") as fout:
+                    done = 0
+                    while done < size:
+                        if self._stopping:
+                            raise IOFailure("the tablet copy session ended")
+                        done += _copy_range(fin.fileno(), fout.fileno(), done, min(_STAGE_PIECE, size - done))
+                        self._publish(self._advance, index, done)
+        except Exception as e:
+            error = e if isinstance(e, IOFailure) else IOFailure(f"cannot stage {self._sources}: {e}")
+            self._publish(self._fail, error)
+        finally:
+            self._let_go()
+            self._ended.set_result(time.perf_counter() - started)
+
+    def _checksum(self) -> None:
+        try:
+            crcs = []
+            for source, size in zip(self._sources, self.sizes, strict=True):
+                crcs.append(_file_crcs(source, size, self._chunk, lambda: self._stopping))
+            self._crcs.set_result(crcs)
+        except Exception as e:
+            self._crcs.set_exception(e if isinstance(e, IOFailure) else IOFailure(f"cannot read {self._sources}: {e}"))
+        finally:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        with self._holders_lock:
+            self._holders -= 1
+            last = self._holders == 0
+        if last:
+            self._pinned.release()
+
+    def _publish(self, callback: Callable[..., None], *args: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            pass  # the loop is closed: the server is gone, and nobody waits
+
+    # -- on the event loop ------------------------------------------------------------------
+
+    def _advance(self, index: int, copied: int) -> None:
+        self.copied[index] = copied
+        still = []
+        for waiter in self._waiters:
+            i, end, future = waiter
+            if i == index and end <= copied:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append(waiter)
+        self._waiters = still
+
+    def _fail(self, error: NyalaError) -> None:
+        self._error = error
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.set_exception(error)
+        self._waiters = []
+
+
+async def _start_staging(
+    store: DuckDBTabletStore, directory: Path, chunk: int, loop: asyncio.AbstractEventLoop
+) -> _Staging:
+    """Pin the store's files and start copying them into ``directory``.
+
+    The pin is taken on a worker thread; if Begin is given up while that thread runs, the pin
+    it takes is released as soon as it has one, so a pin never outlives its session.
+    """
+
+    def pin_and_start() -> _Staging:
+        pinned = store.pin()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            staged = [directory / os.path.basename(p) for p in pinned.snapshot.files]
+            staging = _Staging(pinned, staged, chunk, loop)
+        except BaseException as e:
+            pinned.release()
+            if isinstance(e, OSError):
+                raise IOFailure(f"tablet {store.tablet_id}: cannot stage its store files in {directory}: {e}") from e
+            raise
+        staging.start()
+        return staging
+
+    future = loop.run_in_executor(None, pin_and_start)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(lambda f: f.result().stop() if not f.cancelled() and f.exception() is None else None)
+        raise
+
+
+def _copy_range(fin: int, fout: int, offset: int, length: int) -> int:
+    """Copy ``length`` bytes at ``offset`` between two files, inside the kernel where it can."""
+    try:
+        copied = os.copy_file_range(fin, fout, length, offset, offset)
+    except OSError as e:
+        if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        data = os.pread(fin, length, offset)  # another filesystem, an old kernel: through memory
+        copied = os.pwrite(fout, data, offset) if data else 0
+    if not copied:
+        raise IOFailure(f"a pinned file ended at offset {offset}, before its listed size")
+    return copied
+
+
 def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInfo]:
     """The WAL segments from the one holding entry ``applied`` to the active one (the last)."""
     if applied <= 0:
@@ -393,12 +639,25 @@ def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInf
     return segments[-1:]
 
 
-def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Path) -> list[SourceFile]:
-    """Link the WAL segments into ``directory`` and describe every file of the session."""
+def _stage(
+    staging: _Staging,
+    checksums: list[tuple[int, tuple[int, ...]]],
+    segments: list[SegmentInfo],
+    directory: Path,
+    phases: dict[str, float],
+) -> list[SourceFile]:
+    """Describe the store's staged files, link the WAL segments into ``directory`` and
+    describe them: every file of the session."""
+    started = time.perf_counter()
     files: list[SourceFile] = []
-    for path in snapshot.files:
+    for index, (path, size, (crc, chunks)) in enumerate(
+        zip(staging.snapshot.files, staging.sizes, checksums, strict=True)
+    ):
         kind = tcpb.STORE_WAL_FILE if path.endswith(".wal") else tcpb.STORE_FILE
-        files.append(_describe(len(files), kind, Path(path), os.path.getsize(path)))
+        mapping = _map(Path(path), size)
+        files.append(
+            SourceFile(len(files), kind, Path(path).name, Path(path), size, crc, mapping, chunks, staging, index)
+        )
     wal_dir = directory / "wal"
     wal_dir.mkdir()
     for segment in segments:
@@ -406,22 +665,28 @@ def _stage(snapshot: TabletSnapshot, segments: list[SegmentInfo], directory: Pat
         try:
             os.link(segment.path, staged)
         except OSError as e:
-            raise IOFailure(f"tablet {snapshot.tablet_id}: cannot stage WAL segment {segment.path}: {e}") from e
+            raise IOFailure(f"tablet {staging.snapshot.tablet_id}: cannot stage WAL segment {segment.path}: {e}") from e
         # The active segment grows after this; only what is written now is listed.
-        files.append(_describe(len(files), tcpb.WAL_SEGMENT, staged, segment.size_bytes))
+        size = segment.size_bytes
+        files.append(
+            SourceFile(
+                len(files), tcpb.WAL_SEGMENT, staged.name, staged, size, file_crc32c(staged, size), _map(staged, size)
+            )
+        )
+    phases["WAL links and CRC32C"] = time.perf_counter() - started
     return files
 
 
-def _describe(file_id: int, kind: tcpb.DataFileKind, path: Path, size: int) -> SourceFile:
-    crc = file_crc32c(path, size)
-    mapping = None
-    if size:
-        # Staged files never shrink below their listed size (a WAL segment only grows, and
-        # closing it cuts only its preallocated tail), so no page of the mapping can vanish.
-        with open(path, "rb") as f:
-            mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
-        mapping.madvise(mmap.MADV_SEQUENTIAL)
-    return SourceFile(file_id, kind, path.name, path, size, crc, mapping)
+def _map(path: Path, size: int) -> mmap.mmap | None:
+    """The first ``size`` bytes of a staged file, mapped.  Staged files never shrink below
+    their listed size (a store file is created at its size; a WAL segment only grows, and
+    closing it cuts only its preallocated tail), so no page of the mapping can vanish."""
+    if not size:
+        return None
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    mapping.madvise(mmap.MADV_SEQUENTIAL)
+    return mapping
 
 
 def _unmap(f: SourceFile) -> None:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nyala.errors import AlreadyPresent, Corruption, IllegalState, InvalidArgument, NotFound
+from nyala.files import copy_file
 from nyala.schema import ColumnSchema, KeyRange, OpType, Predicate, Schema, make_row_operations
-from nyala.storage import ApplyEntry, ScanSpec, StorageOptions, TabletStore, TabletStoreManager
+from nyala.storage import ApplyEntry, PinnedFiles, ScanSpec, StorageOptions, TabletStore, TabletStoreManager
 
 UTC = datetime.UTC
 OPTIONS = StorageOptions(storage_threads=2, storage_memory_limit_bytes=512 << 20)
@@ -314,16 +316,92 @@ def test_applies_and_scans_go_on_while_a_frozen_memrowset_flushes(
         assert scan_rows(store) == expected
 
 
-def test_a_background_flush_lets_applies_go_on_and_a_staging_snapshot_needs_no_fsync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """What a tablet copy source does before its snapshot: the flush thread writes the
-    MemRowSet while another apply goes on; then a snapshot without fsyncs opens elsewhere."""
-    options = StorageOptions(storage_threads=1, flush_threshold_rows=1000)
+def fingerprint(paths: Sequence[str]) -> list[tuple[str, int, int, str]]:
+    """Each file's size, modification time and SHA-256: any write to it changes one."""
+    out = []
+    for path in paths:
+        st = os.stat(path)
+        out.append((path, st.st_size, st.st_mtime_ns, hashlib.sha256(Path(path).read_bytes()).hexdigest()))
+    return out
+
+
+def blocked(target: Callable[[], object]) -> threading.Thread:
+    """Start ``target`` on a thread and check that it is still waiting a moment later."""
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(0.3)
+    assert thread.is_alive(), f"{target} did not wait for the pin"
+    return thread
+
+
+def test_pinned_files_stay_byte_for_byte_while_writes_go_on(tmp_path: Path) -> None:
+    """What a tablet copy source relies on: while the files are pinned, inserts and upserts go
+    on into the MemRowSet (past its threshold, without a flush, up to twice it), scans and
+    another tablet's commits and checkpoints go on, and whatever would write the file waits:
+    an update, a MemRowSet at twice its threshold, a flush, a checkpoint, closing.  The files
+    keep every byte and their modification time; a copy made meanwhile opens elsewhere at the
+    store's durable index."""
+    options = StorageOptions(storage_threads=2, flush_threshold_rows=100)
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.create_tablet("pin", SCHEMA)
+        other = manager.create_tablet("other", SCHEMA)
+        insert(store, 1, range(150))  # a full MemRowSet: frozen and flushed in the background
+        updated = make_row_operations(SCHEMA, OpType.UPDATE, [{"id": 0, "v": -1.0}])
+        store.apply([ApplyEntry(2, updated)])  # waits for that flush; commits to DuckDB's WAL
+        insert(store, 3, range(150, 200))  # only in the MemRowSet
+        assert (store.durable_index(), store.memrowset_rows(), store.wal_size_bytes() > 0) == (2, 50, True)
+
+        pinned = store.pin()
+        try:
+            assert (pinned.snapshot.applied_index, pinned.applied_index) == (2, 3)
+            assert pinned.snapshot.files == (store.path,)  # DuckDB's WAL was checkpointed into the file
+            before = fingerprint(pinned.snapshot.files)
+            insert(store, 4, range(200, 300))  # 150 rows held: past the threshold, not flushed
+            assert store.memrowset_rows() == 150
+            upserts = make_row_operations(SCHEMA, OpType.UPSERT, [{"id": 1, "v": 1.5, "s": "up"}])
+            store.apply([ApplyEntry(5, upserts)])
+            assert len(scan_rows(store)) == 300
+            insert(other, 1, range(500))
+            other.apply([ApplyEntry(2, make_row_operations(SCHEMA, OpType.DELETE, [{"id": 7}]))])
+            other.flush()
+            assert other.checkpoint()
+            waiting = [blocked(lambda: insert(store, 6, range(300, 360)))]  # 211 rows held: twice the threshold
+            assert store.applied_index() == 6  # applied: only the call waits
+            assert len(scan_rows(store)) == 360
+            deleted = make_row_operations(SCHEMA, OpType.DELETE, [{"id": 2}])
+            waiting.append(blocked(lambda: store.apply([ApplyEntry(7, deleted)])))
+            waiting += [blocked(store.flush), blocked(store.checkpoint)]
+            staged = tmp_path / "staged"
+            staged.mkdir()
+            copy_file(store.path, staged / os.path.basename(store.path))
+            assert fingerprint(pinned.snapshot.files) == before
+        finally:
+            pinned.release()
+        pinned.release()  # a second release does nothing
+        for thread in waiting:
+            thread.join(60)
+            assert not thread.is_alive()
+        assert store.durable_index() == 7  # the delete wrote every held row to the file
+    with TabletStoreManager(str(tmp_path / "data"), options) as reopened:
+        rows = scan_rows(reopened.open_tablet("pin"))
+        assert [r["id"] for r in rows] == [i for i in range(360) if i != 2]
+        assert (rows[0]["v"], rows[1]["s"]) == (-1.0, "up")
+    with TabletStoreManager(str(tmp_path / "other"), options) as elsewhere:
+        elsewhere.install_snapshot("pin", [str(staged / os.path.basename(store.path))], move=True)
+        copy = elsewhere.open_tablet("pin")
+        assert copy.applied_index() == 2
+        rows = scan_rows(copy)
+        assert [r["id"] for r in rows] == list(range(150))
+        assert rows[0]["v"] == -1.0
+
+
+def test_a_pin_waits_for_a_frozen_memrowset_being_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flush thread writes row groups into the file before it commits: a pin waits for it
+    (applies go on meanwhile), then holds what it committed.  Pins nest; closing the tablet
+    waits for them."""
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=100)
     with TabletStoreManager(str(tmp_path / "data"), options) as manager:
         store = manager.create_tablet("bg", SCHEMA)
-        insert(store, 1, range(100))
-        assert (store.memrowset_rows(), store.durable_index()) == (100, 0)
         writing, release = threading.Event(), threading.Event()
         write_rows = store._write_rows
 
@@ -334,16 +412,35 @@ def test_a_background_flush_lets_applies_go_on_and_a_staging_snapshot_needs_no_f
             write_rows(cursor, mrs)
 
         monkeypatch.setattr(store, "_write_rows", held)
-        flusher = threading.Thread(target=store.flush_in_background)
-        flusher.start()
+        insert(store, 1, range(100))  # full: frozen, and the flush thread holds
+        assert writing.wait(60)
+        pins: list[PinnedFiles] = []
+        pinning = blocked(lambda: pins.append(store.pin()))
+        insert(store, 2, range(100, 110))  # not blocked by the flush being written, nor by the pin waiting
+        release.set()
+        pinning.join(60)
+        (pinned,) = pins
+        assert (pinned.snapshot.applied_index, pinned.applied_index) == (1, 2)
+        with store.pin() as inner:  # a second pin: no checkpoint, the same files
+            assert inner.snapshot == pinned.snapshot
         try:
-            assert writing.wait(60)
-            insert(store, 2, range(100, 110))  # not blocked by the flush being written
-            assert flusher.is_alive()
+            flushing = blocked(store.flush)  # the first pin holds on
         finally:
-            release.set()
-            flusher.join(60)
-        assert (store.memrowset_rows(), store.durable_index()) == (10, 1)
+            pinned.release()
+        flushing.join(60)
+        assert (store.durable_index(), store.memrowset_rows()) == (2, 0)
+        with store.pin():
+            closing = blocked(lambda: manager.close_tablet("bg"))
+        closing.join(60)
+        assert not closing.is_alive()
+
+
+def test_a_staging_snapshot_needs_no_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = StorageOptions(storage_threads=1, flush_threshold_rows=1000)
+    with TabletStoreManager(str(tmp_path / "data"), options) as manager:
+        store = manager.create_tablet("bg", SCHEMA)
+        insert(store, 1, range(100))
+        insert(store, 2, range(100, 110))
         synced: list[object] = []
         monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
         snapshot = store.snapshot(str(tmp_path / "staging"), durable=False)

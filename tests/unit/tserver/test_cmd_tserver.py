@@ -60,3 +60,19 @@ def test_storage_threads_reach_the_tablet_server_and_a_negative_count_is_refused
     assert refused.exit_code == 2
     assert "--storage-threads" in refused.output
     assert len(seen) == 2
+
+
+def test_the_fetches_a_tablet_copy_keeps_in_flight_reach_the_tablet_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[TabletServerOptions] = []
+
+    async def serve(options: TabletServerOptions) -> None:
+        seen.append(options)
+
+    monkeypatch.setattr(cmd_tserver, "_serve", serve)
+    base = ["tserver", "start", "--fs-data-dir", str(tmp_path / "ts")]
+    assert CliRunner().invoke(main, [*base, "--tablet-copy-download-threads-nums-per-session", "8"]).exit_code == 0
+    assert CliRunner().invoke(main, base).exit_code == 0
+    assert [o.tablet_copy_download_threads_nums_per_session for o in seen] == [8, 4]
+    assert CliRunner().invoke(main, [*base, "--tablet-copy-download-threads-nums-per-session", "0"]).exit_code == 2

@@ -4,6 +4,7 @@ choice of source and the validation of StartTabletCopy."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from nyala.rpc import Messenger, RpcMethod
 from nyala.rpc.loop import run
 from nyala.schema import Partitioner, PartitionSchema
 from nyala.services import FETCH_DATA
+from nyala.tserver import tablet_copy_client
 from nyala.tserver.metadata import DataState
 from nyala.tserver.tablet import config_to_pb
 from nyala.tserver.tablet_copy_client import (
@@ -79,6 +81,8 @@ def test_a_valid_session_is_parsed_into_what_the_copy_installs() -> None:
     assert source.config.peer_ids == (SOURCE, ME)
     assert [f.name for f in source.files] == ["t1.duckdb", "wal-000000004"]
     assert source.total_bytes == len(STORE) + len(SEGMENT)
+    assert source.committed_index == 7  # a source that does not say: the applied index
+    assert parse_begin_response("t1", begin_response(FILES, committed_index=12)).committed_index == 12
 
 
 STORE_X = (tcpb.STORE_FILE, "t1.duckdb", b"x")
@@ -111,6 +115,8 @@ def test_a_session_with_unusable_metadata_is_refused() -> None:
         parse_begin_response("t1", bad)
     with pytest.raises(Corruption, match="no session id"):
         parse_begin_response("t1", begin_response(FILES, session_id=b""))
+    with pytest.raises(Corruption, match="committed index 6 is below the applied index 7"):
+        parse_begin_response("t1", begin_response(FILES, committed_index=6))
     empty = begin_response(FILES)
     empty.committed_config.Clear()
     with pytest.raises(Corruption, match="no voters"):
@@ -201,6 +207,40 @@ def test_a_file_whose_whole_crc_disagrees_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Corruption, match=r"wal-000000004: the copy holds 7000 bytes with CRC32C"):
         run(client(FakeSource([STORE, SEGMENT]), counters, location="/dc2").download(REQUEST, parsed, tmp_path / "c"))
     assert counters.bytes_across_locations == len(STORE) + len(SEGMENT)
+
+
+def test_files_are_read_back_behind_the_writes_and_a_bad_write_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole-file check reads every byte back from the file, most of them while later
+    chunks are still being fetched (chunks land out of order: three are in flight), so it
+    catches bytes that reached the file wrong even when every chunk arrived intact."""
+    monkeypatch.setattr(tablet_copy_client, "READ_BACK_EVERY", 3000)
+    ranges: list[tuple[int, int]] = []
+    crc_range = tablet_copy_client._crc_range
+
+    def noted(path: Path, start: int, end: int, crc: int) -> int:
+        if path.name == "t1.duckdb":
+            ranges.append((start, end))
+        return crc_range(path, start, end, crc)
+
+    monkeypatch.setattr(tablet_copy_client, "_crc_range", noted)
+    parsed = parse_begin_response("t1", begin_response(FILES))
+    run(client(FakeSource([STORE, SEGMENT]), CopyCounters()).download(REQUEST, parsed, tmp_path / "good"))
+    assert len(ranges) >= 2  # read back in pieces, the first behind the writes
+    assert ranges[0][0] == 0
+    assert all(end == start for (_, end), (start, _) in itertools.pairwise(ranges))  # in order, each byte once
+    assert ranges[-1][1] == len(STORE)
+    pwrite_all = tablet_copy_client._pwrite_all
+
+    def flipped(fd: int, data: Any, offset: int) -> None:
+        if offset == 6000:  # one chunk reaches the file with a byte flipped
+            data = bytes([data[0] ^ 1]) + bytes(data[1:])
+        pwrite_all(fd, data, offset)
+
+    monkeypatch.setattr(tablet_copy_client, "_pwrite_all", flipped)
+    with pytest.raises(Corruption, match=r"t1.duckdb: the copy holds 13000 bytes with CRC32C"):
+        run(client(FakeSource([STORE, SEGMENT]), CopyCounters()).download(REQUEST, parsed, tmp_path / "bad"))
 
 
 def test_the_throttler_paces_bytes_to_the_rate() -> None:

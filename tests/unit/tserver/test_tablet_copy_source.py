@@ -4,6 +4,9 @@ in any order, bad input, expiry with an injected clock, and the WAL anchor a ses
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,11 +17,13 @@ import pytest
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import RaftConfig, RaftOptions
 from nyala.consensus.runtime import RaftTransport, ReplicaOptions
-from nyala.errors import InvalidArgument, NotFound
+from nyala.errors import InvalidArgument, IOFailure, NotFound
 from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.rpc import Messenger, RpcServer
 from nyala.rpc.loop import run
-from nyala.storage import StorageOptions
+from nyala.storage import DuckDBTabletStore, StorageOptions, TabletStoreManager
+from nyala.testing.wait import wait_for_async
+from nyala.tserver import tablet_copy_source
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.tablet import TabletReplica
 from nyala.tserver.tablet_copy_source import SESSIONS_DIR, TabletCopySourceManager
@@ -36,6 +41,7 @@ OPTIONS = ReplicaOptions(
     wal_gc_interval_s=0.0,  # the replica collects its WAL after every apply
 )
 STORAGE = StorageOptions(storage_threads=1, flush_threshold_rows=0)
+STORAGE_WITH_MEMROWSET = StorageOptions(storage_threads=1, flush_threshold_rows=1000)
 CHUNK = 4096
 REQUESTOR = "b" * 32
 
@@ -49,13 +55,15 @@ class Clock:
 
 
 async def with_source(
-    root: Path, body: Callable[[TabletManager, TabletCopySourceManager, Clock], Awaitable[None]]
+    root: Path,
+    body: Callable[[TabletManager, TabletCopySourceManager, Clock], Awaitable[None]],
+    storage: StorageOptions = STORAGE,
 ) -> None:
     messenger = Messenger()
     transport = RaftTransport(ME, HostPort("127.0.0.1", 1), messenger, RpcServer(), tick_interval_ms=10)
     transport.start()
     executor = ThreadPoolExecutor(2)
-    manager = TabletManager(root, ME, transport, executor, OPTIONS, STORAGE)
+    manager = TabletManager(root, ME, transport, executor, OPTIONS, storage)
     clock = Clock()
     sources = TabletCopySourceManager(
         root, manager, chunk_size_bytes=CHUNK, idle_timeout_s=60, location=lambda: "/dc1", clock=clock
@@ -100,6 +108,7 @@ def test_a_session_lists_a_consistent_snapshot_and_anchors_the_wal(tmp_path: Pat
         begun = await sources.begin("t1", REQUESTOR)
         applied = begun.applied_index
         assert applied == tablet.store.applied_index() > 0
+        assert begun.committed_index == applied  # no MemRowSet: the store file holds every applied entry
         assert begun.current_term == tablet.raft.term
         assert [p.permanent_uuid for p in begun.committed_config.peers] == [ME]
         assert begun.metadata.table_id == "table-1"
@@ -133,6 +142,38 @@ def test_a_session_lists_a_consistent_snapshot_and_anchors_the_wal(tmp_path: Pat
             await sources.end(begun.session_id, True)
 
     run(with_source(tmp_path, body))
+
+
+def test_a_session_leaves_the_memrowset_to_the_wal(tmp_path: Path) -> None:
+    """Begin pins the store's file without flushing the MemRowSet: the file holds the store's
+    durable index, the listed WAL segments the entries after it, and the committed index
+    says how far the source had applied."""
+
+    async def body(manager: TabletManager, sources: TabletCopySourceManager, clock: Clock) -> None:
+        tablet = await tablet_with_rows(manager, 4)
+        store = tablet.store
+        assert store is not None
+        assert tablet.raft is not None
+        durable, applied = store.durable_index(), store.applied_index()
+        assert (durable < applied, store.memrowset_rows()) == (True, 200)
+        begun = await sources.begin("t1", REQUESTOR)
+        assert (begun.applied_index, begun.committed_index) == (durable, applied)
+        assert store.memrowset_rows() == 200  # not flushed
+        segments = {f.name for f in begun.files if f.kind == tcpb.WAL_SEGMENT}
+        listed = [w for w in tablet.raft.wal.segments() if os.path.basename(w.path) in segments]
+        assert listed[0].min_index <= durable + 1
+        assert tablet.raft.wal.last_index >= applied
+        data = await fetch_file(sources, begun.session_id, begun.files[0])
+        copied = tmp_path / "elsewhere" / "t1.duckdb"
+        copied.parent.mkdir()
+        copied.write_bytes(data)
+        with TabletStoreManager(str(tmp_path / "other"), STORAGE_WITH_MEMROWSET) as other:
+            other.install_snapshot("t1", [str(copied)], move=True)
+            copy = other.open_tablet("t1")
+            assert (copy.applied_index(), copy.memrowset_rows()) == (durable, 0)
+        await sources.end(begun.session_id, True)
+
+    run(with_source(tmp_path, body, STORAGE_WITH_MEMROWSET))
 
 
 def test_bad_fetches_are_refused_with_the_problem_named_and_change_nothing(tmp_path: Path) -> None:
@@ -241,3 +282,89 @@ def test_only_a_running_replica_is_a_source_and_staging_leftovers_are_removed(tm
         assert list((tmp_path / SESSIONS_DIR).iterdir()) == []
 
     run(with_source(tmp_path, body))
+
+
+def test_begin_answers_while_the_pinned_file_is_still_being_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Begin answers once the CRCs of the pinned file are known; the copy into the staging
+    directory goes on, a fetch of a range it has not reached waits for it, and the pin holds
+    until the copy is done.  A chunk at an unaligned offset is checksummed as it is served."""
+    monkeypatch.setattr(tablet_copy_source, "_STAGE_PIECE", CHUNK)
+    gate = threading.Event()
+    copy_range = tablet_copy_source._copy_range
+
+    def slow(fin: int, fout: int, offset: int, length: int) -> int:
+        if offset >= CHUNK:  # the first piece goes at once, the rest when the test says
+            assert gate.wait(60)
+        return copy_range(fin, fout, offset, length)
+
+    monkeypatch.setattr(tablet_copy_source, "_copy_range", slow)
+
+    async def body(manager: TabletManager, sources: TabletCopySourceManager, clock: Clock) -> None:
+        tablet = await tablet_with_rows(manager, 4)
+        store = tablet.store
+        assert store is not None
+        begun = await sources.begin("t1", REQUESTOR)
+        store_file = begun.files[0]
+        assert store_file.size_bytes > 2 * CHUNK
+        response, first = await sources.fetch(begun.session_id, 0, 0, 0)  # copied already
+        assert response.chunk_crc32c == crc32c.crc32c(first)
+        last = asyncio.ensure_future(fetch_file(sources, begun.session_id, store_file))
+        await asyncio.sleep(0.2)
+        assert not last.done()  # waits for the copy
+        assert store._pins == 1
+        gate.set()
+        data = await asyncio.wait_for(last, 30)
+        assert crc32c.crc32c(data) == store_file.crc32c
+        response, piece = await sources.fetch(begun.session_id, 0, 100, 5000)
+        assert (response.length, response.chunk_crc32c) == (CHUNK, crc32c.crc32c(piece))
+        assert bytes(piece) == data[100 : 100 + CHUNK]
+        await wait_for_async(lambda: _unpinned(store), what="the pin to go", timeout_s=10)
+        await sources.end(begun.session_id, True)
+
+    run(with_source(tmp_path, body))
+
+
+def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ending a session stops its staging copy and lets the pin go; a copy that fails answers
+    the fetches waiting for it with IOFailure (the destination retries, then gives up) and
+    lets the pin go too."""
+    monkeypatch.setattr(tablet_copy_source, "_STAGE_PIECE", CHUNK)
+    gate, broken = threading.Event(), threading.Event()
+    copy_range = tablet_copy_source._copy_range
+
+    def held(fin: int, fout: int, offset: int, length: int) -> int:
+        if offset >= CHUNK:
+            assert gate.wait(60)
+            if broken.is_set():
+                raise OSError(errno.EIO, "a disk error")
+        return copy_range(fin, fout, offset, length)
+
+    monkeypatch.setattr(tablet_copy_source, "_copy_range", held)
+
+    async def body(manager: TabletManager, sources: TabletCopySourceManager, clock: Clock) -> None:
+        tablet = await tablet_with_rows(manager, 4)
+        store = tablet.store
+        assert store is not None
+        begun = await sources.begin("t1", REQUESTOR)
+        assert store._pins == 1
+        await sources.end(begun.session_id, False)
+        gate.set()  # the copy sees it was stopped at its next piece
+        await wait_for_async(lambda: _unpinned(store), what="the pin to go", timeout_s=10)
+        gate.clear()
+        broken.set()
+        again = await sources.begin("t1", REQUESTOR)
+        waiting = asyncio.ensure_future(fetch_file(sources, again.session_id, again.files[0]))
+        await asyncio.sleep(0.1)
+        gate.set()
+        with pytest.raises(IOFailure, match="a disk error"):
+            await asyncio.wait_for(waiting, 30)
+        await wait_for_async(lambda: _unpinned(store), what="the pin to go", timeout_s=10)
+        await insert(tablet, [10_000])  # the tablet goes on
+
+    run(with_source(tmp_path, body))
+
+
+def _unpinned(store: DuckDBTabletStore) -> bool | None:
+    return True if store._pins == 0 else None
