@@ -6,8 +6,9 @@ times in.  How it works:
 - The catalog is a set of entries keyed by (entry type, entry id) whose values are protobufs:
   ``SysTablesEntryPB`` (name, schema and partitioner JSON, replication factor, version,
   state), ``SysTabletsEntryPB`` (table id, partition, state, committed Raft config, last
-  reported leader) and ``SysClusterIdEntryPB``.  :mod:`.entries` decodes them into
-  :class:`TableInfo` and :class:`TabletInfo`.
+  reported leader), ``SysClusterIdEntryPB`` and ``SysTServerStateEntryPB`` (a tablet server
+  in maintenance mode, keyed by its uuid; :mod:`.tserver_state`).  :mod:`.entries` decodes
+  them into :class:`TableInfo` and :class:`TabletInfo`.
 - Every logical operation is ONE ``CatalogWritePB`` (seed 002): :mod:`.writes` builds the
   write of a create (table RUNNING + tablets CREATING), a delete (table REMOVED + tablets
   DELETED, kept as tombstones) and an alter (version bumped, tablets of added ranges
@@ -38,6 +39,7 @@ from nyala.catalog.entries import (
     voters_config,
 )
 from nyala.catalog.state import CatalogState, state_from_entries
+from nyala.catalog.tserver_state import check_tserver_uuid, maintenance_write, tserver_state_mutation, unregister_write
 from nyala.catalog.validate import (
     MAX_ENTRY_VALUE_BYTES,
     MAX_TABLE_NAME_LENGTH,
@@ -66,17 +68,21 @@ __all__ = [
     "check_num_replicas",
     "check_table_name",
     "check_tablet_count",
+    "check_tserver_uuid",
     "cluster_id_mutation",
     "copy_table_entry",
     "copy_tablet_entry",
     "create_table_write",
     "delete_table_write",
     "encode_partition",
+    "maintenance_write",
     "new_tablet_entry",
     "plan_alter",
     "state_from_entries",
     "table_mutation",
     "tablet_mutation",
+    "tserver_state_mutation",
+    "unregister_write",
     "validate_create_table",
     "voters_config",
 ]

@@ -8,7 +8,7 @@ does not decode leaves the state as it was.
 
 Kept per seed 002: tables by id (removed ones too, as tombstones), tables by name (removed ones
 omitted, so a new table may reuse the name), tablets by id (deleted ones too), and per table
-its tablets in partition-key order.
+its tablets in partition-key order; and the tablet servers' states (maintenance mode) by uuid.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["CatalogState", "state_from_entries"]
 
 
 class CatalogState:
-    """Tables, tablets and the cluster id, indexed for the master's requests."""
+    """Tables, tablets, tablet-server states and the cluster id, indexed for the master's requests."""
 
     def __init__(self) -> None:
         self.cluster_id = ""
@@ -36,6 +36,8 @@ class CatalogState:
         self._tablets: dict[str, TabletInfo] = {}
         # Per table: its tablets (deleted ones too) sorted by partition key start.
         self._table_tablets: dict[str, list[TabletInfo]] = {}
+        # Tablet server uuid -> its state entry; servers in NONE have none.
+        self._tserver_states: dict[str, mpb.SysTServerStateEntryPB] = {}
 
     # -- applying writes ------------------------------------------------------------------
 
@@ -53,6 +55,12 @@ class CatalogState:
             elif kind == mpb.CLUSTER_ID:
                 assert value is None or isinstance(value, str)
                 self.cluster_id = value or ""
+            elif kind == mpb.TSERVER_STATE:
+                assert value is None or isinstance(value, mpb.SysTServerStateEntryPB)
+                if value is None or value.state == mpb.NONE:
+                    self._tserver_states.pop(key, None)
+                else:
+                    self._tserver_states[key] = value
 
     def _put_table(self, table_id: str, info: TableInfo | None) -> None:
         old = self._tables.pop(table_id, None)
@@ -138,11 +146,47 @@ class CatalogState:
                 out.append(t)
         return out
 
+    # -- tablet servers ---------------------------------------------------------------------
+
+    def tserver_state(self, uuid: str) -> int:
+        """The server's ``TServerStatePB`` (``NONE`` when it has no state entry)."""
+        entry = self._tserver_states.get(uuid)
+        return mpb.NONE if entry is None else entry.state
+
+    def in_maintenance(self, uuid: str) -> bool:
+        return self.tserver_state(uuid) == mpb.MAINTENANCE_MODE
+
+    def tserver_states(self) -> dict[str, mpb.SysTServerStateEntryPB]:
+        """Every server with a state entry (a copy of the map; the entries are shared, do not change them)."""
+        return dict(self._tserver_states)
+
+    def tablets_on(self, uuid: str) -> list[TabletInfo]:
+        """Live (not deleted) tablets whose committed config has a replica on the server, by tablet id."""
+        return sorted(
+            (t for t in self._tablets.values() if not t.dead and uuid in t.replicas), key=lambda t: t.tablet_id
+        )
+
+    def replica_counts(self) -> dict[str, int]:
+        """Per tablet server uuid: replicas in the committed configs of live tablets (servers with none omitted)."""
+        counts: dict[str, int] = {}
+        for tablet in self._tablets.values():
+            if not tablet.dead:
+                for uuid in tablet.replicas:
+                    counts[uuid] = counts.get(uuid, 0) + 1
+        return counts
+
+    def names_tserver(self, uuid: str) -> bool:
+        """True when the catalog knows the server: a state entry, or a replica in any tablet's committed
+        config (deleted tablets too)."""
+        return uuid in self._tserver_states or any(uuid in t.replicas for t in self._tablets.values())
+
     def __len__(self) -> int:
-        return len(self._tables) + len(self._tablets) + (1 if self.cluster_id else 0)
+        return len(self._tables) + len(self._tablets) + len(self._tserver_states) + (1 if self.cluster_id else 0)
 
 
-def _decode(m: mpb.CatalogMutationPB) -> tuple[int, str, TableInfo | TabletInfo | str | None]:
+def _decode(
+    m: mpb.CatalogMutationPB,
+) -> tuple[int, str, TableInfo | TabletInfo | mpb.SysTServerStateEntryPB | str | None]:
     """One mutation as (type, id, decoded value); an empty value deletes the entry."""
     kind, key = m.entry_type, m.entry_id
     if kind == mpb.TABLES_ENTRY:
@@ -163,11 +207,19 @@ def _decode(m: mpb.CatalogMutationPB) -> tuple[int, str, TableInfo | TabletInfo 
         cluster = mpb.SysClusterIdEntryPB()
         _parse(cluster, m.value, "cluster id")
         return kind, key, cluster.cluster_id
+    if kind == mpb.TSERVER_STATE:
+        if not m.value:
+            return kind, key, None
+        state = mpb.SysTServerStateEntryPB()
+        _parse(state, m.value, f"tablet server {key}")
+        return kind, key, state
     raise Corruption(f"catalog mutation of unknown entry type {kind} (id {key!r})")
 
 
 def _parse(
-    message: mpb.SysTablesEntryPB | mpb.SysTabletsEntryPB | mpb.SysClusterIdEntryPB, data: bytes, what: str
+    message: mpb.SysTablesEntryPB | mpb.SysTabletsEntryPB | mpb.SysClusterIdEntryPB | mpb.SysTServerStateEntryPB,
+    data: bytes,
+    what: str,
 ) -> None:
     try:
         message.ParseFromString(data)

@@ -11,15 +11,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class TServerStatePB(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[TServerStatePB]
+    MAINTENANCE_MODE: _ClassVar[TServerStatePB]
+
 class CatalogEntryType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     UNKNOWN_ENTRY: _ClassVar[CatalogEntryType]
     TABLES_ENTRY: _ClassVar[CatalogEntryType]
     TABLETS_ENTRY: _ClassVar[CatalogEntryType]
+    TSERVER_STATE: _ClassVar[CatalogEntryType]
     CLUSTER_ID: _ClassVar[CatalogEntryType]
+NONE: TServerStatePB
+MAINTENANCE_MODE: TServerStatePB
 UNKNOWN_ENTRY: CatalogEntryType
 TABLES_ENTRY: CatalogEntryType
 TABLETS_ENTRY: CatalogEntryType
+TSERVER_STATE: CatalogEntryType
 CLUSTER_ID: CatalogEntryType
 
 class SysTablesEntryPB(_message.Message):
@@ -94,6 +103,14 @@ class SysClusterIdEntryPB(_message.Message):
     create_time_us: int
     def __init__(self, cluster_id: _Optional[str] = ..., create_time_us: _Optional[int] = ...) -> None: ...
 
+class SysTServerStateEntryPB(_message.Message):
+    __slots__ = ("state", "timestamp_us")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
+    state: TServerStatePB
+    timestamp_us: int
+    def __init__(self, state: _Optional[_Union[TServerStatePB, str]] = ..., timestamp_us: _Optional[int] = ...) -> None: ...
+
 class CatalogMutationPB(_message.Message):
     __slots__ = ("entry_type", "entry_id", "value")
     ENTRY_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -105,10 +122,12 @@ class CatalogMutationPB(_message.Message):
     def __init__(self, entry_type: _Optional[_Union[CatalogEntryType, str]] = ..., entry_id: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class CatalogWritePB(_message.Message):
-    __slots__ = ("mutations",)
+    __slots__ = ("mutations", "unregistered_tservers")
     MUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    UNREGISTERED_TSERVERS_FIELD_NUMBER: _ClassVar[int]
     mutations: _containers.RepeatedCompositeFieldContainer[CatalogMutationPB]
-    def __init__(self, mutations: _Optional[_Iterable[_Union[CatalogMutationPB, _Mapping]]] = ...) -> None: ...
+    unregistered_tservers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mutations: _Optional[_Iterable[_Union[CatalogMutationPB, _Mapping]]] = ..., unregistered_tservers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReportedTabletPB(_message.Message):
     __slots__ = ("tablet_id", "state", "error", "schema_version", "consensus_state")
@@ -231,25 +250,73 @@ class ListTabletServersRequestPB(_message.Message):
     def __init__(self) -> None: ...
 
 class ListTabletServersResponsePB(_message.Message):
-    __slots__ = ("servers",)
+    __slots__ = ("servers", "catalog_known")
     class Entry(_message.Message):
-        __slots__ = ("instance", "registration", "millis_since_heartbeat", "location", "live", "num_live_replicas")
+        __slots__ = ("instance", "registration", "millis_since_heartbeat", "location", "live", "num_live_replicas", "state", "num_replicas")
         INSTANCE_FIELD_NUMBER: _ClassVar[int]
         REGISTRATION_FIELD_NUMBER: _ClassVar[int]
         MILLIS_SINCE_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
         LOCATION_FIELD_NUMBER: _ClassVar[int]
         LIVE_FIELD_NUMBER: _ClassVar[int]
         NUM_LIVE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+        STATE_FIELD_NUMBER: _ClassVar[int]
+        NUM_REPLICAS_FIELD_NUMBER: _ClassVar[int]
         instance: _common_pb2.NodeInstancePB
         registration: _common_pb2.ServerRegistrationPB
         millis_since_heartbeat: int
         location: str
         live: bool
         num_live_replicas: int
-        def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., millis_since_heartbeat: _Optional[int] = ..., location: _Optional[str] = ..., live: _Optional[bool] = ..., num_live_replicas: _Optional[int] = ...) -> None: ...
+        state: TServerStatePB
+        num_replicas: int
+        def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., millis_since_heartbeat: _Optional[int] = ..., location: _Optional[str] = ..., live: _Optional[bool] = ..., num_live_replicas: _Optional[int] = ..., state: _Optional[_Union[TServerStatePB, str]] = ..., num_replicas: _Optional[int] = ...) -> None: ...
     SERVERS_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_KNOWN_FIELD_NUMBER: _ClassVar[int]
     servers: _containers.RepeatedCompositeFieldContainer[ListTabletServersResponsePB.Entry]
-    def __init__(self, servers: _Optional[_Iterable[_Union[ListTabletServersResponsePB.Entry, _Mapping]]] = ...) -> None: ...
+    catalog_known: bool
+    def __init__(self, servers: _Optional[_Iterable[_Union[ListTabletServersResponsePB.Entry, _Mapping]]] = ..., catalog_known: _Optional[bool] = ...) -> None: ...
+
+class TServerStateChangePB(_message.Message):
+    __slots__ = ("uuid", "change")
+    class StateChange(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        UNKNOWN_STATE_CHANGE: _ClassVar[TServerStateChangePB.StateChange]
+        ENTER_MAINTENANCE_MODE: _ClassVar[TServerStateChangePB.StateChange]
+        EXIT_MAINTENANCE_MODE: _ClassVar[TServerStateChangePB.StateChange]
+    UNKNOWN_STATE_CHANGE: TServerStateChangePB.StateChange
+    ENTER_MAINTENANCE_MODE: TServerStateChangePB.StateChange
+    EXIT_MAINTENANCE_MODE: TServerStateChangePB.StateChange
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    change: TServerStateChangePB.StateChange
+    def __init__(self, uuid: _Optional[str] = ..., change: _Optional[_Union[TServerStateChangePB.StateChange, str]] = ...) -> None: ...
+
+class ChangeTServerStateRequestPB(_message.Message):
+    __slots__ = ("change",)
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    change: TServerStateChangePB
+    def __init__(self, change: _Optional[_Union[TServerStateChangePB, _Mapping]] = ...) -> None: ...
+
+class ChangeTServerStateResponsePB(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+
+class UnregisterTServerRequestPB(_message.Message):
+    __slots__ = ("uuid", "force")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    force: bool
+    def __init__(self, uuid: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class UnregisterTServerResponsePB(_message.Message):
+    __slots__ = ("num_replicas",)
+    NUM_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    num_replicas: int
+    def __init__(self, num_replicas: _Optional[int] = ...) -> None: ...
 
 class CreateTableRequestPB(_message.Message):
     __slots__ = ("name", "schema", "partitioner", "num_replicas", "wait")
