@@ -27,6 +27,7 @@ __all__ = [
     "BEGIN_TABLET_COPY_SESSION",
     "BULK_CHANGE_CONFIG",
     "CHANGE_CONFIG",
+    "CHANGE_TSERVER_STATE",
     "CHECK_TABLET_COPY_SESSION_ACTIVE",
     "CONNECT_TO_MASTER",
     "CREATE_TABLE",
@@ -53,6 +54,7 @@ __all__ = [
     "SCAN",
     "START_TABLET_COPY",
     "TS_HEARTBEAT",
+    "UNREGISTER_TSERVER",
     "UNSAFE_CHANGE_CONFIG",
     "WRITE",
     "row_failure_from_pb",
@@ -75,6 +77,12 @@ LIST_TABLET_SERVERS = RpcMethod(
     _MASTER, "ListTabletServers", mpb.ListTabletServersRequestPB, mpb.ListTabletServersResponsePB
 )
 TS_HEARTBEAT = RpcMethod(_MASTER, "TSHeartbeat", mpb.TSHeartbeatRequestPB, mpb.TSHeartbeatResponsePB)
+CHANGE_TSERVER_STATE = RpcMethod(
+    _MASTER, "ChangeTServerState", mpb.ChangeTServerStateRequestPB, mpb.ChangeTServerStateResponsePB
+)
+UNREGISTER_TSERVER = RpcMethod(
+    _MASTER, "UnregisterTServer", mpb.UnregisterTServerRequestPB, mpb.UnregisterTServerResponsePB
+)
 CREATE_TABLE = RpcMethod(_MASTER, "CreateTable", mpb.CreateTableRequestPB, mpb.CreateTableResponsePB)
 IS_CREATE_TABLE_DONE = RpcMethod(
     _MASTER, "IsCreateTableDone", mpb.IsCreateTableDoneRequestPB, mpb.IsCreateTableDoneResponsePB

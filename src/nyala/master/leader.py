@@ -135,7 +135,23 @@ class LeaderView:
         self.replicas.forget(server_uuid, tablet_id)
         self.uncount(server_uuid, tablet_id)
 
+    def forget_tserver(self, uuid: str) -> None:
+        """Drop an unregistered tablet server: its reports, counted replicas, queued deletes and placement."""
+        for tablet_id in self.replicas.tablets_of(uuid):
+            self.forget_report(uuid, tablet_id)
+        for server_uuid, tablet_id in [k for k in self.counted if k[0] == uuid]:
+            self.uncount(server_uuid, tablet_id)
+        for key in [k for k in self.deletes if k[1] == uuid]:
+            del self.deletes[key]
+        if uuid in self.placement.by_uuid:
+            self.placement.remove_tserver(uuid)
+
     # -- questions --------------------------------------------------------------------------
+
+    def in_maintenance(self, uuid: str) -> bool:
+        """True while the tablet server is in maintenance mode (persisted in the sys catalog, so a
+        new leader master knows it at once): its replicas are not to be re-replicated."""
+        return self.catalog.in_maintenance(uuid)
 
     def leader_of(self, tablet: TabletInfo) -> str:
         """The tablet's leader as last reported, else the one persisted in the catalog."""

@@ -24,6 +24,7 @@ from nyala.master.service import MasterService
 from nyala.master.sys_catalog import SYS_CATALOG_ID, SysCatalogStore
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
+from nyala.master.tserver_lifecycle import TServerLifecycle
 from nyala.server import ServerBase
 
 __all__ = ["Master"]
@@ -56,6 +57,7 @@ class Master(ServerBase):
         )
         self.catalog_manager.on_leadership = self._on_leadership
         self.ddl = Ddl(self.catalog_manager, self.ts_manager, self.tablet_tasks)
+        self.tserver_lifecycle = TServerLifecycle(self.catalog_manager, self.ts_manager)
         self.locations = (
             LocationMapper(options.location_mapping_cmd, options.location_mapping_timeout_ms / 1000)
             if options.location_mapping_cmd
@@ -93,6 +95,12 @@ class Master(ServerBase):
                 self.catalog_dir / "store",
                 checkpoint_wal_bytes=options.sys_catalog_checkpoint_wal_bytes,
             )
+            loop = asyncio.get_running_loop()
+
+            def unregistered(uuids: list[str]) -> None:  # on the apply thread
+                loop.call_soon_threadsafe(self._forget_tservers, uuids)
+
+            store.on_unregistered = unregistered
             try:
                 replica = await self._open_replica(store)
             except BaseException:
@@ -131,6 +139,18 @@ class Master(ServerBase):
             executor=self.apply_pool,
             options=replica_options,
         )
+
+    def _forget_tservers(self, uuids: list[str]) -> None:
+        """Tablet servers a committed catalog write unregistered: forget them here too."""
+        try:
+            view: LeaderView | None = self.catalog_manager.leader()
+        except NyalaError:
+            view = None
+        for uuid in uuids:
+            if self.ts_manager.forget(uuid):
+                log.info("forgot unregistered tablet server %s", uuid)
+            if view is not None:
+                view.forget_tserver(uuid)
 
     def _on_leadership(self, view: LeaderView | None) -> None:
         if view is None:

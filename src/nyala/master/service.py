@@ -1,7 +1,8 @@
 """MasterService: every RPC handler of the master, thin over the catalog manager and the registries.
 
 Served by every master at all times: Ping, GetMasterRegistration, ConnectToMaster,
-ListMasters, ListTabletServers and TSHeartbeat.  Everything else needs the ready leader
+ListMasters, ListTabletServers and TSHeartbeat (ListTabletServers adds the catalog's view of
+each server, its state and replica count, only on the ready leader).  Everything else needs the ready leader
 (:meth:`CatalogManager.leader` raises NotTheLeader with the leader's address, or
 ServiceUnavailable).  Handlers that only read memory run inline; the others run as tasks
 under the caller's deadline.
@@ -20,6 +21,7 @@ from nyala.proto import master_pb2 as mpb
 from nyala.rpc import CallContext, RpcServer
 from nyala.services import (
     ALTER_TABLE,
+    CHANGE_TSERVER_STATE,
     CONNECT_TO_MASTER,
     CREATE_TABLE,
     DELETE_TABLE,
@@ -32,9 +34,11 @@ from nyala.services import (
     LIST_TABLES,
     LIST_TABLET_SERVERS,
     TS_HEARTBEAT,
+    UNREGISTER_TSERVER,
 )
 
 if TYPE_CHECKING:
+    from nyala.master.leader import LeaderView
     from nyala.master.server import Master
 
 __all__ = ["MasterService"]
@@ -80,6 +84,8 @@ class MasterService:
         rpc.add_method(GET_TABLE_SCHEMA, self.get_table_schema)
         rpc.add_method(GET_TABLE_LOCATIONS, self.get_table_locations)
         rpc.add_method(GET_TABLET_LOCATIONS, self.get_tablet_locations)
+        rpc.add_method(CHANGE_TSERVER_STATE, self.change_tserver_state)
+        rpc.add_method(UNREGISTER_TSERVER, self.unregister_tserver)
 
     # -- served by every master ---------------------------------------------------------------
 
@@ -147,7 +153,12 @@ class MasterService:
     ) -> mpb.ListTabletServersResponsePB:
         ts = self.m.ts_manager
         now = ts.clock()
-        response = mpb.ListTabletServersResponsePB()
+        try:
+            view: LeaderView | None = self.m.catalog_manager.leader()
+        except NyalaError:
+            view = None  # a follower knows registrations and liveness only
+        counts = {} if view is None else view.catalog.replica_counts()
+        response = mpb.ListTabletServersResponsePB(catalog_known=view is not None)
         for d in ts.all():
             response.servers.add(
                 instance=common_pb2.NodeInstancePB(permanent_uuid=d.uuid, instance_seqno=d.instance_seqno),
@@ -156,6 +167,8 @@ class MasterService:
                 location=d.location,
                 live=ts.is_live(d),
                 num_live_replicas=d.num_live_tablets,
+                state=mpb.NONE if view is None else view.catalog.tserver_state(d.uuid),
+                num_replicas=counts.get(d.uuid, 0),
             )
         return response
 
@@ -215,3 +228,15 @@ class MasterService:
     ) -> mpb.GetTabletLocationsResponsePB:
         view = self.m.catalog_manager.leader()
         return tablet_locations(view, self.m.ts_manager, list(request.tablet_ids))
+
+    async def change_tserver_state(
+        self, request: mpb.ChangeTServerStateRequestPB, ctx: CallContext
+    ) -> mpb.ChangeTServerStateResponsePB:
+        changed = await self.m.tserver_lifecycle.change_state(request)
+        return mpb.ChangeTServerStateResponsePB(changed=changed)
+
+    async def unregister_tserver(
+        self, request: mpb.UnregisterTServerRequestPB, ctx: CallContext
+    ) -> mpb.UnregisterTServerResponsePB:
+        held = await self.m.tserver_lifecycle.unregister(request)
+        return mpb.UnregisterTServerResponsePB(num_replicas=held)

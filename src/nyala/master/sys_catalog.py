@@ -9,14 +9,16 @@ applied Raft index in ONE DuckDB transaction.  After a crash the store therefore
 the entries up to its applied index and the replica replays the Raft log after it.
 
 The state machine also remembers the cluster id as entries carrying it are applied, so every
-master (followers too) can answer ConnectToMaster with it.
+master (followers too) can answer ConnectToMaster with it, and hands the tablet servers a
+write unregisters (``CatalogWritePB.unregistered_tservers``) to :attr:`on_unregistered`, so
+every master forgets them from its in-memory registry, a master that was away included.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,6 +59,9 @@ class SysCatalogStore:
         self._store = store
         self._lock = threading.Lock()  # apply runs on the apply pool, loads on another thread
         self.cluster_id = ""
+        #: Called on the apply thread, after the write is stored, with the uuids of the tablet
+        #: servers that the applied writes unregister.
+        self.on_unregistered: Callable[[list[str]], None] | None = None
 
     @classmethod
     def open(cls, directory: Path, *, checkpoint_wal_bytes: int = 16 << 20) -> SysCatalogStore:
@@ -92,9 +97,11 @@ class SysCatalogStore:
         """Apply committed catalog writes in one store transaction (rows + applied index)."""
         batch = []
         cluster_id = ""
+        unregistered: list[str] = []
         for entry in entries:
             write = _decode_write(entry)
             batch.append(ApplyEntry(entry.index, self._row_operations(write)))
+            unregistered.extend(write.unregistered_tservers)
             for m in write.mutations:
                 if m.entry_type == mpb.CLUSTER_ID and m.value:
                     cluster_id = _cluster_id(m.value)
@@ -107,6 +114,8 @@ class SysCatalogStore:
                 self._store.checkpoint()
         if cluster_id:
             self.cluster_id = cluster_id
+        if unregistered and self.on_unregistered is not None:
+            self.on_unregistered(unregistered)
         return [None] * len(entries)
 
     def _row_operations(self, write: mpb.CatalogWritePB) -> bytes:

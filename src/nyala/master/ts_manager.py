@@ -4,6 +4,8 @@ Every master (followers too) keeps one :class:`TSDescriptor` per tablet server t
 registered with it, because tablet servers heartbeat to all masters (seed 002): a newly
 elected leader therefore knows the cluster at once (KUDU-1358).  Nothing here is persisted;
 a master that restarts asks every tablet server to register again (``needs_reregister``).
+An unregistered server is forgotten (:meth:`TSManager.forget`) by every master as it applies
+the catalog write that unregisters it; if it heartbeats again it simply registers again.
 
 A tablet server is *live* while its last heartbeat is younger than
 ``tserver_unresponsive_timeout_ms``.  A heartbeat with a higher ``instance_seqno`` than the
@@ -116,6 +118,11 @@ class TSManager:
         )
         self._servers[uuid] = descriptor
         return descriptor
+
+    def forget(self, uuid: str) -> bool:
+        """Drop the server (it was unregistered); True when it was known.  Its next heartbeat is
+        answered ``needs_reregister``, so a server that comes back registers again."""
+        return self._servers.pop(uuid, None) is not None
 
     # -- lookups --------------------------------------------------------------------------
 
