@@ -29,6 +29,7 @@ from nyala.schema import ColumnSchema, Partitioner, RangeBounds, Schema
 from nyala.schema.partition import show_value
 from nyala.services import (
     ALTER_TABLE,
+    CHANGE_TSERVER_STATE,
     CREATE_TABLE,
     DELETE_TABLE,
     GET_TABLE_SCHEMA,
@@ -36,6 +37,7 @@ from nyala.services import (
     LIST_MASTERS,
     LIST_TABLES,
     LIST_TABLET_SERVERS,
+    UNREGISTER_TSERVER,
 )
 
 from ._context import ClientContext
@@ -356,11 +358,38 @@ class AsyncClient:
                     num_live_replicas=s.num_live_replicas,
                     software_version=s.registration.software_version,
                     start_time_us=s.registration.start_time_us,
+                    maintenance=s.state == mpb.MAINTENANCE_MODE,
+                    num_replicas=s.num_replicas if response.catalog_known else None,
                 )
                 for s in response.servers
             ),
             key=lambda s: s.rpc_addresses,
         )
+
+    async def change_tserver_state(self, uuid: str, *, maintenance: bool, timeout_s: float | None = None) -> bool:
+        """Put a tablet server into maintenance mode or take it out (Kudu's ChangeTServerState).
+
+        True when the state changed, False when it already was so.  NotFound for a uuid neither
+        registered nor named by any tablet.
+        """
+        what = "entering" if maintenance else "exiting"
+        deadline = self._deadline(timeout_s, f"{what} maintenance mode of tablet server {uuid}")
+        changes = mpb.TServerStateChangePB
+        change = changes.ENTER_MAINTENANCE_MODE if maintenance else changes.EXIT_MAINTENANCE_MODE
+        request = mpb.ChangeTServerStateRequestPB(change=mpb.TServerStateChangePB(uuid=uuid, change=change))
+        response = await self._ctx.masters.call(CHANGE_TSERVER_STATE, request, deadline)
+        return response.changed
+
+    async def unregister_tserver(self, uuid: str, *, force: bool = False, timeout_s: float | None = None) -> int:
+        """Make every master forget a dead tablet server (Kudu's UnregisterTServer).
+
+        Refused (IllegalState) while it is live, and while it holds replicas unless ``force``;
+        returns the replicas it still held (non-zero only with ``force``).
+        """
+        deadline = self._deadline(timeout_s, f"unregistering tablet server {uuid}")
+        request = mpb.UnregisterTServerRequestPB(uuid=uuid, force=force)
+        response = await self._ctx.masters.call(UNREGISTER_TSERVER, request, deadline)
+        return response.num_replicas
 
     async def list_masters(self, *, timeout_s: float | None = None) -> list[MasterInfo]:
         deadline = self._deadline(timeout_s, "listing masters")

@@ -35,7 +35,12 @@ class MasterInfo:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TabletServerInfo:
-    """One registered tablet server, as ListTabletServers reports it."""
+    """One registered tablet server, as ListTabletServers reports it.
+
+    ``num_live_replicas`` is what the server last reported in a heartbeat (stale once it is
+    dead); ``num_replicas`` counts the replicas the catalog's committed configs place on it,
+    true for dead servers too (None when a master without the catalog answered).
+    """
 
     uuid: str
     rpc_addresses: tuple[str, ...]
@@ -45,9 +50,17 @@ class TabletServerInfo:
     num_live_replicas: int
     software_version: str = ""
     start_time_us: int = 0
+    maintenance: bool = False
+    num_replicas: int | None = None
+
+    @property
+    def state(self) -> str:
+        """``live`` or ``dead``, with `` (maintenance)`` while in maintenance mode."""
+        liveness = "live" if self.live else "dead"
+        return f"{liveness} (maintenance)" if self.maintenance else liveness
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "state": self.state}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -240,6 +240,14 @@ class Client:
     def list_masters(self, *, timeout_s: float | None = None) -> list[MasterInfo]:
         return self.run(self._aio.list_masters(timeout_s=timeout_s))
 
+    def change_tserver_state(self, uuid: str, *, maintenance: bool, timeout_s: float | None = None) -> bool:
+        """Enter (``maintenance=True``) or exit maintenance mode; True when the state changed."""
+        return self.run(self._aio.change_tserver_state(uuid, maintenance=maintenance, timeout_s=timeout_s))
+
+    def unregister_tserver(self, uuid: str, *, force: bool = False, timeout_s: float | None = None) -> int:
+        """Make every master forget a dead tablet server; returns the replicas it still held."""
+        return self.run(self._aio.unregister_tserver(uuid, force=force, timeout_s=timeout_s))
+
     def scanner_from_token(self, token: ScanToken) -> Scanner:
         """A scanner reading the one tablet of ``token`` (made by any client of the cluster)."""
         return Scanner(self, self.run(self._aio.scanner_from_token(token)))

@@ -15,6 +15,7 @@ from nyala.tools.cmd_remote_replica import remote_replica
 from nyala.tools.cmd_table import table
 from nyala.tools.cmd_tablet import tablet
 from nyala.tools.cmd_tserver import tserver
+from nyala.tools.cmd_tserver_state import tserver_state, tserver_unregister
 from nyala.tools.cmd_wal import wal
 
 __all__ = ["main"]
@@ -37,3 +38,5 @@ main.add_command(tablet)
 main.add_command(remote_replica)
 master.add_command(master_list)
 tserver.add_command(tserver_list)
+tserver.add_command(tserver_state)
+tserver.add_command(tserver_unregister)

@@ -29,7 +29,12 @@ TSERVER_COLUMNS = (
     "location",
     "software_version",
     "start_time_us",
+    "state",
+    "maintenance",
+    "heartbeat",
+    "num_replicas",
 )
+TSERVER_DEFAULT_COLUMNS = ("uuid", "rpc_addresses", "location", "state", "heartbeat", "num_replicas")
 
 
 @click.command("list")
@@ -47,12 +52,17 @@ def master_list(master_addresses: str, columns: list[str], output_format: str, t
 
 @click.command("list")
 @masters_argument
-@columns_option(TSERVER_COLUMNS, ("uuid", "rpc_addresses", "location", "live", "num_live_replicas"))
+@columns_option(TSERVER_COLUMNS, TSERVER_DEFAULT_COLUMNS)
 @format_option
 @timeout_option
 @handle_errors
 def tserver_list(master_addresses: str, columns: list[str], output_format: str, timeout_s: float) -> None:
-    """List the registered tablet servers and whether they are live."""
+    """List the registered tablet servers: live, dead or in maintenance, and their replicas.
+
+    num_replicas counts the replicas the catalog places on each server (true for dead servers);
+    num_live_replicas is what the server last reported itself.
+    """
     with connect_cli(master_addresses, timeout_s) as client:
         servers = client.list_tablet_servers(timeout_s=timeout_s)
-    emit_rows([s.as_dict() for s in servers], columns, output_format, title=f"{len(servers)} tablet servers")
+    rows = [{**s.as_dict(), "heartbeat": f"{s.millis_since_heartbeat / 1000:.1f}s ago"} for s in servers]
+    emit_rows(rows, columns, output_format, title=f"{len(servers)} tablet servers")

@@ -1,4 +1,4 @@
-"""``nyala tserver``: run a tablet server."""
+"""``nyala tserver``: run a tablet server (the group's admin commands come from their own modules)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from nyala.errors import NyalaError
 from nyala.rpc.loop import run
 from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
+from nyala.tools._format import UnderscoreGroup
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
 from nyala.wal import WalOptions
@@ -19,9 +20,9 @@ from nyala.wal import WalOptions
 __all__ = ["tserver"]
 
 
-@click.group()
+@click.group(cls=UnderscoreGroup)
 def tserver() -> None:
-    """Run tablet servers."""
+    """Run, inspect, maintain and unregister tablet servers."""
 
 
 @tserver.command()
