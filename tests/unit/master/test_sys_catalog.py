@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nyala.catalog import cluster_id_mutation, table_mutation
+from nyala.catalog import cluster_id_mutation, maintenance_write, table_mutation, unregister_write
 from nyala.consensus.core import EntryType, LogEntry
 from nyala.errors import Corruption
 from nyala.master.sys_catalog import SysCatalogStore
@@ -74,5 +74,21 @@ def test_an_entry_that_is_not_a_catalog_write_fails_loudly_and_applies_nothing(t
             store.apply([good, LogEntry(1, 2, EntryType.WRITE, b"\xff\xff\xff\xff")])
         assert store.applied_index() == 0
         assert not store.load().live_tables()
+    finally:
+        store.close()
+
+
+def test_applying_an_unregistration_stores_its_state_deletion_and_tells_the_master(tmp_path: Path) -> None:
+    store = SysCatalogStore.open(tmp_path)
+    told: list[list[str]] = []
+    store.on_unregistered = told.append
+    try:
+        uuid = "5" * 32
+        store.apply([LogEntry(1, 1, EntryType.WRITE, maintenance_write(uuid, True, 1).SerializeToString())])
+        assert store.load().in_maintenance(uuid)
+        assert told == []
+        store.apply([LogEntry(1, 2, EntryType.WRITE, unregister_write(uuid).SerializeToString())])
+        assert told == [[uuid]]
+        assert store.load().tserver_states() == {}
     finally:
         store.close()
