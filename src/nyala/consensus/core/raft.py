@@ -48,13 +48,15 @@ __all__ = ["PeerProgress", "RaftCore"]
 class PeerProgress:
     """A read-only view of the leader's replication state for one peer (for drivers and tools)."""
 
-    __slots__ = ("match", "next", "peer_id", "state")
+    __slots__ = ("health", "match", "next", "peer_id", "silent_ticks", "state")
 
-    def __init__(self, peer_id: str, progress: Progress) -> None:
+    def __init__(self, peer_id: str, progress: Progress, failed_ticks: int) -> None:
         self.peer_id = peer_id
         self.match = progress.match
         self.next = progress.next
         self.state = progress.state.value
+        self.silent_ticks = progress.silent_ticks
+        self.health = progress.health(failed_ticks)
 
     def __repr__(self) -> str:
         return f"PeerProgress({self.peer_id}, {self.state}, match={self.match}, next={self.next})"
@@ -230,7 +232,8 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
 
     def peer_progress(self) -> tuple[PeerProgress, ...]:
         """The leader's view of every peer (empty unless leading)."""
-        return tuple(PeerProgress(p, pr) for p, pr in self._progress.items())
+        failed = self._timing.failed_follower_ticks
+        return tuple(PeerProgress(p, pr, failed) for p, pr in self._progress.items())
 
     # ------------------------------------------------------------------ inputs
 
