@@ -335,8 +335,9 @@ def test_a_leader_reports_a_follower_silent_for_the_failure_timeout_as_failed_un
     assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.HEALTHY}
 
 
-def test_a_follower_behind_the_compacted_log_is_failed_unrecoverable() -> None:
-    net = Net(make_core(p) for p in "abc")
+def test_a_follower_behind_the_compacted_log_is_unrecoverable_once_copies_have_not_helped_for_the_timeout() -> None:
+    options = RaftOptions(raft_tick_interval_ms=100, follower_unavailable_considered_failed_sec=2.0)
+    net = Net(make_core(p, options=options) for p in "abc")
     leader = net.elect("a")
     net.cut = {"c"}
     for i in range(10):
@@ -344,10 +345,27 @@ def test_a_follower_behind_the_compacted_log_is_failed_unrecoverable() -> None:
     net.stabilize()
     leader.compact(8)
     net.cut = set()
+    for _ in range(5):
+        leader.tick()
+        net.deliver()
+    assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is PeerHealth.UNKNOWN  # being copied
     for _ in range(20):
         leader.tick()
         net.deliver()
     assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is PeerHealth.FAILED_UNRECOVERABLE
+
+
+def test_a_peer_whose_server_answers_without_the_group_is_not_failed() -> None:
+    options = RaftOptions(raft_tick_interval_ms=100, follower_unavailable_considered_failed_sec=1.0)
+    net = Net(make_core(p, options=options) for p in "abc")
+    leader = net.elect("a")
+    net.stabilize()
+    net.cut = {"c"}
+    for _ in range(30):
+        leader.tick()
+        net.deliver()
+        leader.note_contact("c")  # its server says "no such tablet": a copy is on its way
+    assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is not PeerHealth.FAILED
 
 
 def test_read_index_waits_for_a_heartbeat_round_from_a_majority() -> None:

@@ -292,6 +292,7 @@ class ReplicationMixin(CoreState):
             if progress.stall_ticks >= self._timing.election_ticks:
                 progress.become_probe()  # acknowledgements were lost: find the match point again
         elif progress.state is ProgressState.NEEDS_COPY:
+            progress.copy_ticks += 1
             progress.copy_notice_ticks -= 1
             if progress.copy_notice_ticks <= 0:
                 self._notify_copy(peer_id, progress)

@@ -46,6 +46,7 @@ class Progress:
 
     __slots__ = (
         "copy_notice_ticks",
+        "copy_ticks",
         "inflight",
         "match",
         "next",
@@ -72,6 +73,7 @@ class Progress:
         self.sent_commit = 0  # commit index last sent in an AppendEntries (or a heartbeat)
         self.notice_due = False  # a tick passed since: a commit index it lacks may go alone
         self.copy_notice_ticks = 0  # ticks until NEEDS_COPY is reported to the driver again
+        self.copy_ticks = 0  # ticks spent in NEEDS_COPY this time
 
     def __repr__(self) -> str:
         return f"Progress({self.state.value}, match={self.match}, next={self.next}, inflight={len(self.inflight)})"
@@ -82,9 +84,11 @@ class Progress:
         self.silent_ticks = 0
 
     def health(self, failed_ticks: int) -> PeerHealth:
-        """Kudu's rules: needing a copy is unrecoverable whatever else holds; then silence."""
+        """FAILED after ``failed_ticks`` of silence (Kudu's rule).  A peer needing a copy is
+        FAILED_UNRECOVERABLE only once it has needed one that long: unlike Kudu's, a Nyala
+        leader copies the tablet to it itself, so until then it is recovering (UNKNOWN)."""
         if self.state is ProgressState.NEEDS_COPY:
-            return PeerHealth.FAILED_UNRECOVERABLE
+            return PeerHealth.FAILED_UNRECOVERABLE if self.copy_ticks >= failed_ticks else PeerHealth.UNKNOWN
         if self.silent_ticks >= failed_ticks:
             return PeerHealth.FAILED
         return PeerHealth.HEALTHY if self.state is ProgressState.REPLICATE else PeerHealth.UNKNOWN
@@ -143,6 +147,7 @@ class Progress:
         self.paused = False
         self.inflight.clear()
         self.copy_notice_ticks = 0
+        self.copy_ticks = 0
 
     def sent(self, last_index: int) -> None:
         """A batch ending at ``last_index`` went out."""

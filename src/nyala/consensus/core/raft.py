@@ -230,6 +230,13 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
     def entry(self, index: int) -> LogEntry:
         return self._log.entry(index)
 
+    def note_contact(self, peer_id: str) -> None:
+        """The driver heard from ``peer_id``'s server outside Raft (it answered that it does not
+        host the group yet, e.g. while a tablet copy to it runs): it is reachable, not failed."""
+        progress = self._progress.get(peer_id)
+        if progress is not None:
+            progress.silent_ticks = 0
+
     def peer_progress(self) -> tuple[PeerProgress, ...]:
         """The leader's view of every peer (empty unless leading)."""
         failed = self._timing.failed_follower_ticks
