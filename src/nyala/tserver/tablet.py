@@ -343,7 +343,9 @@ class TabletReplica:
         raft = self.raft
         consensus: tuple[object, ...] = ()
         if raft is not None:
-            consensus = (raft.role, raft.leader_id, raft.term, raft.committed_config, raft.active_config)
+            # A leader's members' health too: the master re-replicates on its change.
+            health = tuple((p.peer_id, p.health) for p in raft.peer_progress())
+            consensus = (raft.role, raft.leader_id, raft.term, raft.committed_config, raft.active_config, health)
         return (self.state, self.failure, self.meta.schema_version, *consensus)
 
     def report(self) -> mpb.ReportedTabletPB:
