@@ -117,7 +117,7 @@ def test_a_returning_server_has_its_replaced_replicas_tombstoned(cluster: MiniCl
     voters = voters_by_tablet(client)
     assert all(victim.uuid not in {u for u, _ in members} for members in voters.values())
 
-    def states() -> dict[str, int] | None:
+    def states() -> dict[str, tpb.TabletStatePB] | None:
         with nyala.connect(cluster.master_addresses_flag, timeout_s=30) as c:
             response = c.run(
                 c.aio.messenger.call(victim.address, services.LIST_TABLETS, tpb.ListTabletsRequestPB(), timeout=10)
