@@ -43,7 +43,9 @@ Resp = TypeVar("Resp", bound=Message)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
-    options = MiniClusterOptions(num_masters=1, num_tservers=4, raft_heartbeat_interval_ms=200)
+    options = MiniClusterOptions(
+        num_masters=1, num_tservers=4, raft_heartbeat_interval_ms=200, replica_management=False
+    )
     with MiniCluster(Path(tmp_path_factory.mktemp("config-change")), options) as mc:
         yield mc
 

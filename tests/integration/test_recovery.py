@@ -31,7 +31,7 @@ from nyala.tools.cli import main
 pytestmark = pytest.mark.timeout(300)
 
 SCHEMA = schema([("id", "int64"), ("v", "string")], primary_key="id")
-OPTIONS = MiniClusterOptions(num_masters=1, num_tservers=4, raft_heartbeat_interval_ms=200)
+OPTIONS = MiniClusterOptions(num_masters=1, num_tservers=4, raft_heartbeat_interval_ms=200, replica_management=False)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from nyala.errors import NyalaError, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper, LocationMappingError
+from nyala.master.replica_management import decide, stale_replica_cas
 from nyala.master.replicas import ReplicaReport
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager, registration_address
@@ -164,10 +165,36 @@ class HeartbeatHandler:
                 view.deletes[(tablet.tablet_id, uuid)] = tablet.entry.state_msg or "the tablet was deleted"
             return False
         view.record_report(uuid, tablet, replica)
+        cstate = reported.consensus_state if reported.HasField("consensus_state") else None
+        cas = stale_replica_cas(
+            uuid, reported.state, None if cstate is None else cstate.committed_config, tablet.entry.committed_config
+        )
+        if cas is not None:
+            reason = f"not in the committed config of tablet {tablet.tablet_id} at index {cas}"
+            view.evicted[(tablet.tablet_id, uuid)] = (reason, cas)
         leads = replica.role == common_pb2.LEADER and replica.leader_uuid == uuid
         if leads and replica.schema_version < table.version:
             view.altering.add(table.table_id)
+        if leads and cstate is not None and not tablet.creating:
+            self._consider_repair(view, uuid, reported.state, cstate, table.num_replicas)
         return tablet_update(tablet, uuid, reported) is not None
+
+    def _consider_repair(
+        self, view: LeaderView, uuid: str, state: int, cstate: consensus_rpc_pb2.ConsensusStatePB, rf: int
+    ) -> None:
+        """Remember the config change this leader's report calls for, or that none is due."""
+        maintenance = frozenset(
+            p.permanent_uuid for p in cstate.committed_config.peers if view.in_maintenance(p.permanent_uuid)
+        )
+        repair = decide(uuid, state, cstate, rf, in_maintenance=maintenance, location_of=self._location_of)
+        if repair is None or not self._manager.options.replica_management_allows(repair.kind):
+            view.repairs.pop(cstate.tablet_id, None)
+        else:
+            view.repairs[cstate.tablet_id] = repair
+
+    def _location_of(self, uuid: str) -> str:
+        descriptor = self._ts.get(uuid)
+        return "" if descriptor is None else descriptor.location
 
     async def _persist(self, uuid: str, updates: dict[str, mpb.ReportedTabletPB]) -> None:
         async def write() -> None:

@@ -18,6 +18,7 @@ import random
 
 from nyala.catalog import CatalogState, TableInfo, TabletInfo
 from nyala.errors import NotFound
+from nyala.master.replica_management import Repair
 from nyala.master.replicas import ReplicaReport, ReplicaView
 from nyala.master.ts_manager import TSManager
 from nyala.placement import ClusterState, PlacementOptions
@@ -43,6 +44,11 @@ class LeaderView:
     deletes: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     #: Tables whose tablets' leaders report an older schema version than the table's.
     altering: set[str] = dataclasses.field(default_factory=set)
+    #: Tablet id -> the config change its leader's last report calls for (re-replication).
+    repairs: dict[str, Repair] = dataclasses.field(default_factory=dict)
+    #: (tablet id, server uuid) -> (reason, CAS index): replicas no longer in their tablet's
+    #: committed config, to tombstone with DeleteTablet only while that index still holds.
+    evicted: dict[tuple[str, str], tuple[str, int]] = dataclasses.field(default_factory=dict)
     #: Replicas counted in ``placement``: (server uuid, tablet id) -> (table id, range key).
     counted: dict[tuple[str, str], tuple[str, bytes]] = dataclasses.field(default_factory=dict)
 
@@ -73,12 +79,26 @@ class LeaderView:
                 self.creating.discard(tablet_id)
             if new.dead and (old is None or not old.dead):
                 self._tablet_died(new)
+            elif old is not None and not new.dead:
+                self._config_changed(old, new)
         for table_id, old_table in old_tables.items():
             table = self.catalog.table(table_id)
             if table is None or table.removed:
                 self.altering.discard(table_id)
             elif old_table is not None and table.version != old_table.version:
                 self.altering.add(table_id)
+
+    def _config_changed(self, old: TabletInfo, new: TabletInfo) -> None:
+        """Members the new committed config dropped are tombstoned (CAS: the config they knew)."""
+        before = old.entry.committed_config
+        after = new.entry.committed_config
+        if after.opid_index <= before.opid_index:
+            return
+        gone = set(old.replicas) - set(new.replicas)
+        for uuid in gone:
+            reason = f"removed from the config of tablet {new.tablet_id} at index {after.opid_index}"
+            self.evicted[(new.tablet_id, uuid)] = (reason, before.opid_index)
+        self.repairs.pop(new.tablet_id, None)  # decided on the old config; the next report decides again
 
     def _tablet_died(self, tablet: TabletInfo) -> None:
         reason = tablet.entry.state_msg or "tablet deleted"
@@ -87,6 +107,9 @@ class LeaderView:
             self.uncount(uuid, tablet.tablet_id)
         self.replicas.forget_tablet(tablet.tablet_id)
         self.creating.discard(tablet.tablet_id)
+        self.repairs.pop(tablet.tablet_id, None)
+        for key in [k for k in self.evicted if k[0] == tablet.tablet_id]:
+            del self.evicted[key]
 
     # -- placement counts ------------------------------------------------------------------
 
@@ -143,6 +166,8 @@ class LeaderView:
             self.uncount(server_uuid, tablet_id)
         for key in [k for k in self.deletes if k[1] == uuid]:
             del self.deletes[key]
+        for key in [k for k in self.evicted if k[1] == uuid]:
+            del self.evicted[key]
         if uuid in self.placement.by_uuid:
             self.placement.remove_tserver(uuid)
 

@@ -8,6 +8,7 @@ from nyala.catalog import CatalogOptions
 from nyala.common.config import setting
 from nyala.errors import InvalidArgument
 from nyala.master.location_mapping import parse_command
+from nyala.master.replica_management import RepairKind
 from nyala.placement import PlacementOptions
 from nyala.server import ServerOptions
 
@@ -42,6 +43,16 @@ class MasterOptions:
         "ServiceUnavailable rather than InvalidArgument (tablet servers may not have heartbeated yet); 0 means "
         "five heartbeat intervals.",
     )
+    master_add_server_when_underreplicated: bool = setting(
+        True,
+        "Add a replica (a NON_VOTER that is promoted once caught up) to a tablet whose leader reports "
+        "fewer healthy voters than its replication factor (Kudu's flag).",
+    )
+    catalog_manager_evict_excess_replicas: bool = setting(
+        True,
+        "Remove failed, replaced and excess replicas from a tablet's config on its leader's report, and "
+        "ask a leader marked for replacement to step down (Kudu's flag).",
+    )
     location_mapping_cmd: str = setting(
         "",
         "Executable (with optional arguments, split like a shell command line) that the master runs with "
@@ -75,6 +86,12 @@ class MasterOptions:
         "Size of the sys catalog's DuckDB WAL after which it is checkpointed into the catalog file.",
         "advanced",
     )
+
+    def replica_management_allows(self, kind: RepairKind) -> bool:
+        """Whether re-replication may make this kind of change (see the two flags above)."""
+        if kind is RepairKind.ADD:
+            return self.master_add_server_when_underreplicated
+        return self.catalog_manager_evict_excess_replicas
 
     @property
     def tserver_warm_up_s(self) -> float:

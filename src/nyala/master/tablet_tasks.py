@@ -12,6 +12,11 @@ every ``heartbeat_interval_ms`` (and at once when kicked after a commit or a rep
   shows up in a report later is queued again by the report.
 - tables whose tablets lag the table's schema version: AlterSchema to each lagging tablet's
   leader until it acknowledges.
+- re-replication (:mod:`.replica_management`): the config change a tablet leader's last
+  report calls for, sent to that leader (ChangeConfig with CAS, or a graceful LeaderStepDown);
+  the server of a new replica is placed just before the change is sent.
+- replicas no longer in their tablet's committed config: DeleteTablet(tombstone, CAS) to
+  their server while it is live; a dead server's replicas wait until it reports again.
 
 At most one call per (kind, tablet, server) is in flight, and a failed one is retried no
 sooner than one interval later.  Everything is idempotent on the tablet server.
@@ -24,17 +29,22 @@ import contextlib
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from nyala.catalog import TableInfo, TabletInfo
-from nyala.errors import NotFound, NyalaError
+from nyala.errors import Aborted, NotFound, NyalaError
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
+from nyala.master.replica_management import Repair, RepairKind
 from nyala.master.ts_manager import TSManager
-from nyala.proto import common_pb2
+from nyala.placement import place_replacement
+from nyala.proto import common_pb2, consensus_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger
-from nyala.services import ALTER_SCHEMA, CREATE_TABLET, DELETE_TABLET
+from nyala.services import ALTER_SCHEMA, CHANGE_CONFIG, CREATE_TABLET, DELETE_TABLET, LEADER_STEP_DOWN
 
 __all__ = ["TabletTasks"]
 
@@ -65,7 +75,8 @@ class TabletTasks:
         self._retry_at: dict[TaskKey, float] = {}
         self._kick = asyncio.Event()
         #: Counters, for tests and logs.
-        self.sent = {"create": 0, "delete": 0, "alter": 0}
+        self.sent = {"create": 0, "delete": 0, "alter": 0, "evict": 0, "add": 0, "step_down": 0, "tombstone": 0}
+        self._unplaceable_logged: set[str] = set()  # tablets whose replacement found no server
 
     def start(self, view: LeaderView) -> None:
         self.stop()
@@ -120,6 +131,60 @@ class TabletTasks:
             self._spawn(("delete", tablet_id, uuid), functools.partial(self._delete, view, tablet_id, uuid, reason))
         for table_id in list(view.altering):
             self._alter_table(view, table_id)
+        if view.repairs:
+            view.sync_tservers(self._ts)  # placement's liveness, for replacements
+        for tablet_id, repair in list(view.repairs.items()):
+            tablet = catalog.tablet(tablet_id)
+            if tablet is None or tablet.dead:
+                view.repairs.pop(tablet_id, None)
+                continue
+            self._repair(view, tablet, repair)
+        for (tablet_id, uuid), (reason, cas) in list(view.evicted.items()):
+            descriptor = self._ts.get(uuid)
+            if descriptor is None:
+                del view.evicted[(tablet_id, uuid)]  # unregistered; a report would queue it again
+            elif self._ts.is_live(descriptor):
+                self._spawn(
+                    ("tombstone", tablet_id, uuid),
+                    functools.partial(self._tombstone, view, tablet_id, uuid, reason, cas),
+                )
+
+    def _repair(self, view: LeaderView, tablet: TabletInfo, repair: Repair) -> None:
+        key = (repair.kind.value, tablet.tablet_id, repair.leader)
+        if not self._due(key):
+            return
+        dest = ""
+        if repair.kind is RepairKind.ADD:
+            dest = self._place_replacement(view, tablet, repair)
+            if not dest:
+                return
+        self._spawn(key, functools.partial(self._change, view, repair, dest))
+
+    def _place_replacement(self, view: LeaderView, tablet: TabletInfo, repair: Repair) -> str:
+        """A live server for the tablet's new replica ("" when there is none, logged once)."""
+        table = view.catalog.table(tablet.table_id)
+        if table is None:
+            return ""
+        current = [m.uuid for m in repair.members]
+        try:
+            placed = place_replacement(
+                view.placement,
+                tablet.table_id,
+                tablet.range_key,
+                table.num_replicas,
+                [u for u in current if u in view.placement.by_uuid],
+                now_s=time.monotonic(),
+                leaving=[u for u in repair.leaving if u in view.placement.by_uuid],
+            )
+        except NyalaError as e:
+            if tablet.tablet_id not in self._unplaceable_logged:
+                self._unplaceable_logged.add(tablet.tablet_id)
+                log.warning("tablet %s is under-replicated and no server can take a replica: %s", tablet.tablet_id, e)
+            return ""
+        self._unplaceable_logged.discard(tablet.tablet_id)
+        if not placed.policy_met:
+            log.warning("replacement replica of tablet %s: %s", tablet.tablet_id, placed.explain())
+        return placed.tserver_uuids[0]
 
     def _alter_table(self, view: LeaderView, table_id: str) -> None:
         table = view.catalog.table(table_id)
@@ -141,9 +206,13 @@ class TabletTasks:
             view.altering.discard(table_id)
             self._manager.changed()
 
+    def _due(self, key: TaskKey) -> bool:
+        """No call for ``key`` in flight, and no retry pending."""
+        return key not in self._calls and asyncio.get_running_loop().time() >= self._retry_at.get(key, 0.0)
+
     def _spawn(self, key: TaskKey, call: Callable[[], Awaitable[None]]) -> None:
         loop = asyncio.get_running_loop()
-        if key in self._calls or loop.time() < self._retry_at.get(key, 0.0):
+        if not self._due(key):
             return
         self.sent[key[0]] += 1
 
@@ -210,6 +279,54 @@ class TabletTasks:
         view.replicas.set_schema_version(uuid, tablet.tablet_id, table.version)
         self._manager.changed()
         self.kick()
+
+    async def _change(self, view: LeaderView, repair: Repair, dest: str) -> None:
+        """Send one re-replication step to the tablet's leader."""
+        tablet_id, leader = repair.tablet_id, repair.leader
+        if repair.kind is RepairKind.STEP_DOWN:
+            step_down = cpb.LeaderStepDownRequestPB(dest_uuid=leader, tablet_id=tablet_id)  # graceful
+            await self._call(leader, LEADER_STEP_DOWN, step_down)
+            log.info("asked the leader %s of tablet %s, marked for replacement, to step down", leader, tablet_id)
+        else:
+            request = cpb.ChangeConfigRequestPB(
+                dest_uuid=leader, tablet_id=tablet_id, cas_config_opid_index=repair.cas_config_index
+            )
+            if repair.kind is RepairKind.EVICT:
+                request.type = cpb.REMOVE_PEER
+                request.peer.permanent_uuid = repair.target
+            else:
+                address = self._ts.address_of(dest)
+                if address is None:
+                    raise NotFound(f"tablet server {dest} is not registered")
+                request.type = cpb.ADD_PEER
+                request.peer.permanent_uuid = dest
+                request.peer.member_type = consensus_pb2.NON_VOTER
+                request.peer.promote = True
+                request.peer.last_known_addr.host, request.peer.last_known_addr.port = address.host, address.port
+            try:
+                await self._call(leader, CHANGE_CONFIG, request)
+            except Aborted as e:  # CAS_FAILED: the config moved on; its leader's next report decides again
+                log.info("re-replication of tablet %s skipped: %s", tablet_id, e)
+            else:
+                what = f"removed {repair.target} from" if repair.kind is RepairKind.EVICT else f"added {dest} to"
+                log.info("re-replication: %s tablet %s (config index %d)", what, tablet_id, repair.cas_config_index)
+        if view.repairs.get(tablet_id) is repair:
+            del view.repairs[tablet_id]
+
+    async def _tombstone(self, view: LeaderView, tablet_id: str, uuid: str, reason: str, cas: int) -> None:
+        request = tpb.DeleteTabletRequestPB(
+            dest_uuid=uuid, tablet_id=tablet_id, reason=reason, tombstone=True, cas_config_opid_index_less_or_equal=cas
+        )
+        try:
+            await self._call(uuid, DELETE_TABLET, request)
+            log.info("tombstoned the replica of tablet %s on %s: %s", tablet_id, uuid, reason)
+        except (NotFound, Aborted) as e:  # gone already, or it knows a newer config: its report decides
+            log.debug("replica of tablet %s on %s not tombstoned: %s", tablet_id, uuid, e)
+        if view.evicted.get((tablet_id, uuid), (reason, cas)) == (reason, cas):
+            view.evicted.pop((tablet_id, uuid), None)
+
+    async def _call(self, uuid: str, method: Any, request: Any) -> Any:
+        return await self._messenger.call(self._address(uuid), method, request, timeout=self._rpc_timeout_s)
 
 
 def _partition_schema_json(table: TableInfo) -> bytes:

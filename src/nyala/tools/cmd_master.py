@@ -52,6 +52,18 @@ def master() -> None:
     help="A tablet server silent for this long is dead: no new replicas go to it.",
 )
 @click.option(
+    "--master-add-server-when-underreplicated/--no-master-add-server-when-underreplicated",
+    default=True,
+    show_default=True,
+    help="Re-replicate: add a replica to a tablet whose leader reports it under-replicated (Kudu's flag).",
+)
+@click.option(
+    "--catalog-manager-evict-excess-replicas/--no-catalog-manager-evict-excess-replicas",
+    default=True,
+    show_default=True,
+    help="Remove failed, replaced and excess replicas from tablet configs (Kudu's flag).",
+)
+@click.option(
     "--location-mapping-cmd",
     default="",
     help="Executable run with tablet-server and client hosts as arguments, printing one location "
@@ -80,6 +92,8 @@ def start(
     raft_tick_interval_ms: int,
     raft_heartbeat_interval_ms: int,
     tserver_unresponsive_timeout_ms: int,
+    master_add_server_when_underreplicated: bool,
+    catalog_manager_evict_excess_replicas: bool,
     location_mapping_cmd: str,
     location_mapping_timeout_ms: int,
     default_num_replicas: int,
@@ -104,6 +118,8 @@ def start(
             master_addresses=master_addresses,
             heartbeat_interval_ms=heartbeat_interval_ms,
             tserver_unresponsive_timeout_ms=tserver_unresponsive_timeout_ms,
+            master_add_server_when_underreplicated=master_add_server_when_underreplicated,
+            catalog_manager_evict_excess_replicas=catalog_manager_evict_excess_replicas,
             location_mapping_cmd=location_mapping_cmd,
             location_mapping_timeout_ms=location_mapping_timeout_ms,
         )

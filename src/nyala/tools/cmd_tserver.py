@@ -46,6 +46,14 @@ def tserver() -> None:
 )
 @click.option("--raft-tick-interval-ms", default=100, show_default=True, help="Raft timer granularity.")
 @click.option("--raft-heartbeat-interval-ms", default=500, show_default=True, help="Raft leader heartbeat interval.")
+@click.option(
+    "--follower-unavailable-considered-failed-sec",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="A leader reports a follower it has not heard from for this long as FAILED, and the master "
+    "then replaces it (Kudu's flag and default).",
+)
 @click.option("--scanner-ttl-ms", default=60_000, show_default=True, help="Idle time after which a scanner is closed.")
 @click.option(
     "--storage-threads",
@@ -145,6 +153,7 @@ def start(
     heartbeat_interval_ms: int,
     raft_tick_interval_ms: int,
     raft_heartbeat_interval_ms: int,
+    follower_unavailable_considered_failed_sec: float,
     scanner_ttl_ms: int,
     storage_threads: int,
     tablet_copy_transfer_chunk_size_bytes: int,
@@ -172,7 +181,9 @@ def start(
             scanner_ttl_ms=scanner_ttl_ms,
             storage=StorageOptions(storage_threads=storage_threads, flush_threshold_rows=flush_threshold_rows),
             raft=RaftOptions(
-                raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
+                raft_tick_interval_ms=raft_tick_interval_ms,
+                raft_heartbeat_interval_ms=raft_heartbeat_interval_ms,
+                follower_unavailable_considered_failed_sec=follower_unavailable_considered_failed_sec,
             ),
             wal=WalOptions(
                 segment_size_bytes=log_segment_size_bytes,

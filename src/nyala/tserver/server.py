@@ -118,7 +118,12 @@ class TabletServer(ServerBase):
     def _unknown_group(self, peer_id: str, tablet_id: str) -> None:
         """``peer_id`` answered Raft messages of ``tablet_id`` saying it does not host it."""
         tablet = self.tablets.find(tablet_id)
-        if tablet is not None and self.tserver_options.enable_tablet_copy:
+        if tablet is None:
+            return
+        raft = tablet.raft
+        if raft is not None:
+            raft.note_contact(peer_id)  # reachable (being copied, or waiting for a copy): not failed
+        if self.tserver_options.enable_tablet_copy:
             self.copy_requester.copy_needed(tablet, peer_id, replace_live=False)
 
     def _copy_status(self, response: tpb.GetTabletServerStatusResponsePB) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from nyala.consensus.core import RaftConfig, Role, encode_config
+from nyala.consensus.core import PeerHealth, RaftConfig, Role, encode_config
 from nyala.consensus.runtime import ConsensusMetadata, RaftReplica
 from nyala.errors import (
     Aborted,
@@ -66,11 +66,13 @@ ROLE_TO_PB = {
 
 State = tpb.TabletStatePB
 
-# Kudu's health of a member as its leader sees it, from the leader's replication state: a
-# peer being replicated to is healthy; one that needs entries the leader has compacted away
-# cannot catch up without a tablet copy; one the leader is still probing (just found, or it
-# stopped answering for an election timeout) is unknown.
-_PEER_HEALTH = {"REPLICATE": cpb.HEALTHY, "NEEDS_COPY": cpb.FAILED_UNRECOVERABLE, "PROBE": cpb.HEALTH_UNKNOWN}
+# Kudu's health of a member as its leader sees it (the Raft core decides it).
+_PEER_HEALTH = {
+    PeerHealth.UNKNOWN: cpb.HEALTH_UNKNOWN,
+    PeerHealth.HEALTHY: cpb.HEALTHY,
+    PeerHealth.FAILED: cpb.FAILED,
+    PeerHealth.FAILED_UNRECOVERABLE: cpb.FAILED_UNRECOVERABLE,
+}
 
 
 def config_to_pb(config: RaftConfig) -> consensus_pb2.RaftConfigPB:
@@ -321,7 +323,7 @@ class TabletReplica:
                     match_index=peer.match,
                     next_index=peer.next,
                     state=peer.state,
-                    health=_PEER_HEALTH.get(peer.state, cpb.HEALTH_UNKNOWN),
+                    health=_PEER_HEALTH[peer.health],
                 )
         return pb
 
@@ -341,7 +343,9 @@ class TabletReplica:
         raft = self.raft
         consensus: tuple[object, ...] = ()
         if raft is not None:
-            consensus = (raft.role, raft.leader_id, raft.term, raft.committed_config, raft.active_config)
+            # A leader's members' health too: the master re-replicates on its change.
+            health = tuple((p.peer_id, p.health) for p in raft.peer_progress())
+            consensus = (raft.role, raft.leader_id, raft.term, raft.committed_config, raft.active_config, health)
         return (self.state, self.failure, self.meta.schema_version, *consensus)
 
     def report(self) -> mpb.ReportedTabletPB:

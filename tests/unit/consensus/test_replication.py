@@ -15,6 +15,7 @@ from nyala.consensus.core import (
     Member,
     MemberType,
     OpId,
+    PeerHealth,
     PersistentState,
     RaftConfig,
     RaftOptions,
@@ -306,6 +307,65 @@ def test_compaction_turns_a_lagging_follower_into_a_tablet_copy_target() -> None
     net.stabilize()
     assert c.last_index == leader.last_index
     assert c.commit_index == leader.commit_index
+
+
+def test_a_leader_reports_a_follower_silent_for_the_failure_timeout_as_failed_until_it_answers() -> None:
+    options = RaftOptions(raft_tick_interval_ms=100, follower_unavailable_considered_failed_sec=2.0)
+    net = Net(make_core(p, options=options) for p in "abc")
+    leader = net.elect("a")
+    net.stabilize()
+
+    def health() -> dict[str, PeerHealth]:
+        return {p.peer_id: p.health for p in leader.peer_progress()}
+
+    assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.HEALTHY}
+    net.cut = {"c"}
+    for _ in range(19):  # 1.9 s: not yet (probing for its log's end, it is UNKNOWN meanwhile)
+        leader.tick()
+        net.deliver()
+    assert health()["b"] is PeerHealth.HEALTHY
+    assert health()["c"] is not PeerHealth.FAILED
+    leader.tick()
+    net.deliver()
+    assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.FAILED}
+    net.cut = set()
+    for _ in range(10):  # its next heartbeat answer clears it
+        leader.tick()
+        net.deliver()
+    assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.HEALTHY}
+
+
+def test_a_follower_behind_the_compacted_log_is_unrecoverable_once_copies_have_not_helped_for_the_timeout() -> None:
+    options = RaftOptions(raft_tick_interval_ms=100, follower_unavailable_considered_failed_sec=2.0)
+    net = Net(make_core(p, options=options) for p in "abc")
+    leader = net.elect("a")
+    net.cut = {"c"}
+    for i in range(10):
+        leader.propose(bytes([i]))
+    net.stabilize()
+    leader.compact(8)
+    net.cut = set()
+    for _ in range(5):
+        leader.tick()
+        net.deliver()
+    assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is PeerHealth.UNKNOWN  # being copied
+    for _ in range(20):
+        leader.tick()
+        net.deliver()
+    assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is PeerHealth.FAILED_UNRECOVERABLE
+
+
+def test_a_peer_whose_server_answers_without_the_group_is_not_failed() -> None:
+    options = RaftOptions(raft_tick_interval_ms=100, follower_unavailable_considered_failed_sec=1.0)
+    net = Net(make_core(p, options=options) for p in "abc")
+    leader = net.elect("a")
+    net.stabilize()
+    net.cut = {"c"}
+    for _ in range(30):
+        leader.tick()
+        net.deliver()
+        leader.note_contact("c")  # its server says "no such tablet": a copy is on its way
+    assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is not PeerHealth.FAILED
 
 
 def test_read_index_waits_for_a_heartbeat_round_from_a_majority() -> None:

@@ -255,7 +255,7 @@ def test_the_throttler_paces_bytes_to_the_rate() -> None:
 def progress(peer: str, match: int, state: ProgressState = ProgressState.REPLICATE) -> PeerProgress:
     p = Progress(match + 1)
     p.match, p.state = match, state
-    return PeerProgress(peer, p)
+    return PeerProgress(peer, p, failed_ticks=1000)
 
 
 def test_the_source_is_an_up_to_date_replica_in_the_destinations_location_else_the_leader() -> None:

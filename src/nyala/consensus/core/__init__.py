@@ -156,6 +156,7 @@ from nyala.consensus.core.messages import (
     VoteResponse,
 )
 from nyala.consensus.core.options import RaftOptions, TickTiming
+from nyala.consensus.core.progress import PeerHealth
 from nyala.consensus.core.raft import PeerProgress, RaftCore
 from nyala.consensus.core.ready import PersistentState, ReadState, Ready, SoftState
 from nyala.consensus.core.types import ENTRY_OVERHEAD_BYTES, EntryType, HardState, LeaderState, LogEntry, OpId, Role
@@ -176,6 +177,7 @@ __all__ = [
     "MemberType",
     "Message",
     "OpId",
+    "PeerHealth",
     "PeerProgress",
     "PersistentState",
     "RaftConfig",

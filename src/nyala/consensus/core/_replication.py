@@ -165,7 +165,7 @@ class ReplicationMixin(CoreState):
         progress = self._progress.get(m.sender) if self._phase is Phase.LEADER else None
         if progress is None:
             return
-        progress.recent_active = True
+        progress.heard()
         if not m.success:
             hint_index = m.hint_index
             if m.hint_term > 0:
@@ -185,7 +185,7 @@ class ReplicationMixin(CoreState):
         progress = self._progress.get(m.sender) if self._phase is Phase.LEADER else None
         if progress is None:
             return
-        progress.recent_active = True
+        progress.heard()
         progress.paused = False
         if m.read_seq > progress.read_seq:
             progress.read_seq = m.read_seq
@@ -282,6 +282,7 @@ class ReplicationMixin(CoreState):
                 return
         self._tick_transfer()
         for peer_id, progress in self._progress.items():
+            progress.silent_ticks += 1
             self._tick_progress(peer_id, progress)
         self._maybe_promote()
 
@@ -291,6 +292,7 @@ class ReplicationMixin(CoreState):
             if progress.stall_ticks >= self._timing.election_ticks:
                 progress.become_probe()  # acknowledgements were lost: find the match point again
         elif progress.state is ProgressState.NEEDS_COPY:
+            progress.copy_ticks += 1
             progress.copy_notice_ticks -= 1
             if progress.copy_notice_ticks <= 0:
                 self._notify_copy(peer_id, progress)

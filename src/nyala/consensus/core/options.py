@@ -61,6 +61,11 @@ class RaftOptions:
         "for acknowledgements.",
         "advanced",
     )
+    follower_unavailable_considered_failed_sec: float = setting(
+        300.0,
+        "A leader reports a follower it has not heard from for this long as FAILED; the master then "
+        "replaces it (Kudu's default).",
+    )
 
     def __post_init__(self) -> None:
         if self.raft_tick_interval_ms <= 0:
@@ -81,6 +86,11 @@ class RaftOptions:
             raise InvalidArgument("consensus_max_batch_size_bytes must be positive")
         if self.raft_max_inflight_batches <= 0:
             raise InvalidArgument("raft_max_inflight_batches must be positive")
+        if not self.follower_unavailable_considered_failed_sec > 0:
+            raise InvalidArgument(
+                "follower_unavailable_considered_failed_sec must be positive, got "
+                f"{self.follower_unavailable_considered_failed_sec}"
+            )
 
     def timing(self) -> TickTiming:
         """The options converted to ticks."""
@@ -92,6 +102,7 @@ class RaftOptions:
             heartbeat_ticks=heartbeat,
             election_ticks=election,
             max_backoff_delta_ticks=math.ceil(self.leader_failure_exp_backoff_max_delta_ms / tick),
+            failed_follower_ticks=max(1, math.ceil(self.follower_unavailable_considered_failed_sec * 1000 / tick)),
         )
 
 
@@ -102,3 +113,5 @@ class TickTiming:
     heartbeat_ticks: int
     election_ticks: int
     max_backoff_delta_ticks: int
+    #: Ticks without an answer after which a leader reports a follower FAILED.
+    failed_follower_ticks: int = 3000

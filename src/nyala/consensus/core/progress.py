@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 
-__all__ = ["Progress", "ProgressState"]
+__all__ = ["PeerHealth", "Progress", "ProgressState"]
 
 
 class ProgressState(enum.Enum):
@@ -31,11 +31,22 @@ class ProgressState(enum.Enum):
     NEEDS_COPY = "NEEDS_COPY"
 
 
+class PeerHealth(enum.Enum):
+    """A member's health as its leader sees it (Kudu's HealthStatus); the master replaces
+    FAILED and FAILED_UNRECOVERABLE members."""
+
+    UNKNOWN = "UNKNOWN"  # the leader is still looking for the end of its log
+    HEALTHY = "HEALTHY"  # being replicated to
+    FAILED = "FAILED"  # silent for follower_unavailable_considered_failed_sec
+    FAILED_UNRECOVERABLE = "FAILED_UNRECOVERABLE"  # needs entries the leader compacted away
+
+
 class Progress:
     """Replication state of one peer, kept by the leader only."""
 
     __slots__ = (
         "copy_notice_ticks",
+        "copy_ticks",
         "inflight",
         "match",
         "next",
@@ -44,6 +55,7 @@ class Progress:
         "read_seq",
         "recent_active",
         "sent_commit",
+        "silent_ticks",
         "stall_ticks",
         "state",
     )
@@ -55,14 +67,31 @@ class Progress:
         self.paused = False
         self.inflight: deque[int] = deque()  # last index of each unacknowledged batch, ascending
         self.recent_active = False  # any answer since the last check-quorum round
+        self.silent_ticks = 0  # ticks since the peer last answered (or since this leader began)
         self.stall_ticks = 0  # ticks with batches in flight and no acknowledgement
         self.read_seq = 0  # highest heartbeat round this peer answered
         self.sent_commit = 0  # commit index last sent in an AppendEntries (or a heartbeat)
         self.notice_due = False  # a tick passed since: a commit index it lacks may go alone
         self.copy_notice_ticks = 0  # ticks until NEEDS_COPY is reported to the driver again
+        self.copy_ticks = 0  # ticks spent in NEEDS_COPY this time
 
     def __repr__(self) -> str:
         return f"Progress({self.state.value}, match={self.match}, next={self.next}, inflight={len(self.inflight)})"
+
+    def heard(self) -> None:
+        """The peer answered something."""
+        self.recent_active = True
+        self.silent_ticks = 0
+
+    def health(self, failed_ticks: int) -> PeerHealth:
+        """FAILED after ``failed_ticks`` of silence (Kudu's rule).  A peer needing a copy is
+        FAILED_UNRECOVERABLE only once it has needed one that long: unlike Kudu's, a Nyala
+        leader copies the tablet to it itself, so until then it is recovering (UNKNOWN)."""
+        if self.state is ProgressState.NEEDS_COPY:
+            return PeerHealth.FAILED_UNRECOVERABLE if self.copy_ticks >= failed_ticks else PeerHealth.UNKNOWN
+        if self.silent_ticks >= failed_ticks:
+            return PeerHealth.FAILED
+        return PeerHealth.HEALTHY if self.state is ProgressState.REPLICATE else PeerHealth.UNKNOWN
 
     def acknowledge(self, index: int) -> bool:
         """Record that the peer's log matches up to ``index``; True when ``match`` moved."""
@@ -118,6 +147,7 @@ class Progress:
         self.paused = False
         self.inflight.clear()
         self.copy_notice_ticks = 0
+        self.copy_ticks = 0
 
     def sent(self, last_index: int) -> None:
         """A batch ending at ``last_index`` went out."""

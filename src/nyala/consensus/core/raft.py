@@ -48,13 +48,15 @@ __all__ = ["PeerProgress", "RaftCore"]
 class PeerProgress:
     """A read-only view of the leader's replication state for one peer (for drivers and tools)."""
 
-    __slots__ = ("match", "next", "peer_id", "state")
+    __slots__ = ("health", "match", "next", "peer_id", "silent_ticks", "state")
 
-    def __init__(self, peer_id: str, progress: Progress) -> None:
+    def __init__(self, peer_id: str, progress: Progress, failed_ticks: int) -> None:
         self.peer_id = peer_id
         self.match = progress.match
         self.next = progress.next
         self.state = progress.state.value
+        self.silent_ticks = progress.silent_ticks
+        self.health = progress.health(failed_ticks)
 
     def __repr__(self) -> str:
         return f"PeerProgress({self.peer_id}, {self.state}, match={self.match}, next={self.next})"
@@ -228,9 +230,17 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
     def entry(self, index: int) -> LogEntry:
         return self._log.entry(index)
 
+    def note_contact(self, peer_id: str) -> None:
+        """The driver heard from ``peer_id``'s server outside Raft (it answered that it does not
+        host the group yet, e.g. while a tablet copy to it runs): it is reachable, not failed."""
+        progress = self._progress.get(peer_id)
+        if progress is not None:
+            progress.silent_ticks = 0
+
     def peer_progress(self) -> tuple[PeerProgress, ...]:
         """The leader's view of every peer (empty unless leading)."""
-        return tuple(PeerProgress(p, pr) for p, pr in self._progress.items())
+        failed = self._timing.failed_follower_ticks
+        return tuple(PeerProgress(p, pr, failed) for p, pr in self._progress.items())
 
     # ------------------------------------------------------------------ inputs
 

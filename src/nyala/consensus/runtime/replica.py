@@ -449,6 +449,11 @@ class RaftReplica:
         self._kick()
         return op
 
+    def note_contact(self, peer_id: str) -> None:
+        """``peer_id``'s server answered, though not for this group (see ``RaftCore.note_contact``)."""
+        if not self._closed and self._failed is None:
+            self._core.note_contact(peer_id)
+
     def peer_progress(self) -> tuple[PeerProgress, ...]:
         """The leader's view of every other member's log; empty unless leading."""
         return self._core.peer_progress()
