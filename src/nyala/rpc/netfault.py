@@ -250,10 +250,10 @@ def install_from_environment() -> NetworkFaults | None:
         return None
     if _active is not None:
         return _active
+    log.warning("UNSAFE: test-only network fault injection is on, controlled by %s", value)
     faults = NetworkFaults()
     watcher = _ControlFileWatcher(faults, Path(value))
     watcher.check()
     threading.Thread(target=watcher.run, name="network-faults", daemon=True).start()
-    log.warning("UNSAFE: test-only network fault injection is on, controlled by %s", value)
     _active = faults
     return faults
