@@ -10,6 +10,9 @@ Reconnection: after a failed attempt, calls to that peer fail immediately with
 ``reconnect_backoff_max_s``); the first call after the period tries again.  Retrying
 elsewhere or later is the caller's decision (the client library does it within its own
 deadline), which keeps this layer free of policy.
+
+A messenger given ``faults`` (a test kit's server; see :mod:`nyala.rpc.netfault`) stalls its
+connections to the addresses those faults cut, as a cut network would.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from nyala.errors import InvalidArgument, NetworkError, TimedOut
 from nyala.proto import rpc_pb2
 from nyala.rpc.framing import PREAMBLE, Buffer, Frame, FrameDecoder, FrameError, ResponseHeader, encode_request
 from nyala.rpc.method import RequestT, ResponseT, RpcMethod
+from nyala.rpc.netfault import NetworkFaults
 from nyala.rpc.options import RpcOptions
 from nyala.rpc.status import status_to_error
 from nyala.rpc.transport import DeadlineTimer, FrameWriter
@@ -48,8 +52,11 @@ class Messenger:
         ssl_context: ssl.SSLContext | None = None,
         *,
         rng: random.Random | None = None,
+        faults: NetworkFaults | None = None,
     ) -> None:
+        """``faults`` is for tests only: the network cuts this messenger obeys."""
         self.options = options or RpcOptions()
+        self.faults = faults
         self._ssl = ssl_context
         self._peers: dict[HostPort, _Peer] = {}
         # Addresses as callers spell them (str or HostPort), so the hot path parses nothing.
@@ -180,10 +187,13 @@ class _Peer:
         messenger = self._messenger
         options = messenger.options
         loop = asyncio.get_running_loop()
+        faults = messenger.faults
         try:
             async with asyncio.timeout(options.connect_timeout_s):
+                if faults is not None and faults.is_cut(self.address):
+                    await faults.wait_reachable(self.address)  # SYNs unanswered until the cut heals
                 _, conn = await loop.create_connection(
-                    lambda: _ClientConnection(self.address, options),
+                    lambda: _ClientConnection(self.address, options, faults),
                     self.address.host,
                     self.address.port,
                     ssl=messenger._ssl,
@@ -215,8 +225,11 @@ class _Peer:
 class _ClientConnection(asyncio.BufferedProtocol):
     """One TCP (or TLS) connection carrying many concurrent calls to one server."""
 
-    def __init__(self, address: HostPort, options: RpcOptions) -> None:
+    def __init__(self, address: HostPort, options: RpcOptions, faults: NetworkFaults | None = None) -> None:
         self._address = address
+        self._faults = faults
+        self._transport: asyncio.Transport | None = None
+        self._cut = False
         self._max_frame_bytes = options.max_frame_bytes
         self._decoder = FrameDecoder(
             ResponseHeader,
@@ -288,12 +301,42 @@ class _ClientConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
+        self._transport = transport
         self._writer = FrameWriter(transport)
         self._deadlines = DeadlineTimer(self._expire)
         transport.write(PREAMBLE)
+        if self._faults is not None:
+            self._faults.register(self)
+
+    # -- the test-only network fault seam (nyala.rpc.netfault) ------------------------------
+
+    @property
+    def peer_address(self) -> HostPort:
+        return self._address
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._writer is not None, "loop before connection_made"
+        return self._writer.loop
+
+    def set_cut(self, cut: bool) -> None:
+        """Stall the connection in both directions (nothing written or read), or resume it."""
+        if cut == self._cut or self.closed:
+            return
+        assert self._transport is not None
+        assert self._writer is not None
+        self._cut = cut
+        if cut:
+            self._writer.hold()
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
+            self._writer.release()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._faults is not None:
+            self._faults.forget(self)
         if self._writer is not None:
             self._writer.connection_lost()
         if self._deadlines is not None:

@@ -19,11 +19,15 @@ class FrameWriter:
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         self._loop = asyncio.get_running_loop()
+        self.loop = self._loop
         self._pending: list[Buffer] = []
         self._scheduled = False
         self._writable = asyncio.Event()
         self._writable.set()
         self.closed = False
+        # Set only by the test-only network fault seam (nyala.rpc.netfault): frames queue up
+        # unwritten while held, as behind a cut link, and go out when released.
+        self._held = False
 
     def send(self, pieces: list[Buffer]) -> None:
         """Queue one encoded frame (see ``nyala.rpc.framing.encode_*``)."""
@@ -48,6 +52,17 @@ class FrameWriter:
     def resume(self) -> None:
         self._writable.set()
 
+    def hold(self) -> None:
+        """Keep queued frames unwritten until :meth:`release` (a cut link)."""
+        self._held = True
+
+    def release(self) -> None:
+        """Write what was held, and write on as usual."""
+        self._held = False
+        if self._pending and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush)
+
     def abort(self) -> None:
         self.connection_lost()
         self._transport.abort()
@@ -59,7 +74,7 @@ class FrameWriter:
 
     def _flush(self) -> None:
         self._scheduled = False
-        if self.closed or not self._pending:
+        if self.closed or self._held or not self._pending:
             return
         pieces, self._pending = self._pending, []
         if len(pieces) == 1:

@@ -17,6 +17,7 @@ from nyala.consensus.core import RaftOptions
 from nyala.consensus.runtime import RaftTransport
 from nyala.proto import common_pb2
 from nyala.rpc import Messenger, RpcOptions, RpcServer
+from nyala.rpc.netfault import active_faults
 from nyala.server.fs import DataDir
 
 __all__ = ["ServerBase", "ServerOptions"]
@@ -54,7 +55,8 @@ class ServerBase:
         self.uuid = self.data_dir.uuid
         self.instance = common_pb2.NodeInstancePB(permanent_uuid=self.uuid, instance_seqno=time.time_ns() // 1000)
         self.rpc = RpcServer(options.rpc)
-        self.messenger = Messenger(options.rpc)
+        # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
+        self.messenger = Messenger(options.rpc, faults=active_faults())
         self.apply_pool = ThreadPoolExecutor(options.apply_threads, thread_name_prefix=f"{self.kind}-apply")
         bind = parse_address(options.rpc_bind_address)
         self.transport = RaftTransport(

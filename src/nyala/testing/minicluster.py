@@ -16,6 +16,13 @@ machine connect from -- so that they read from that location with CLOSEST_REPLIC
 other host is refused by the script (exit status 1).  :meth:`MiniCluster.tservers_in` names a
 location's servers (to kill a whole location).
 
+**Network partitions.**  With ``MiniClusterOptions(network_faults=True)`` every server obeys
+a control file of :mod:`nyala.testing.partitions` (the test-only seam of
+:mod:`nyala.rpc.netfault`): :meth:`MiniCluster.partition`, :meth:`MiniCluster.isolate` and
+:meth:`MiniCluster.heal` cut and restore links between masters and tablet servers while they
+run, and return once every running server has the change in effect.  Clients in the test
+process reach every server throughout.
+
 Always use it as a context manager (or call :meth:`stop`): every process it started is
 stopped by PID, even when a test fails.  Its servers also die with the process that started
 them when that process is killed outright (the lifeline of :mod:`nyala.testing.process`),
@@ -42,6 +49,7 @@ from nyala.proto import rpc_pb2
 from nyala.rpc import PING, Messenger
 from nyala.rpc.loop import run
 from nyala.server.fs import ServerStatus
+from nyala.testing.partitions import NetworkPartitions
 from nyala.testing.process import ServerProcess, pid_alive, stop_pid
 
 __all__ = ["ClusterServer", "MiniCluster", "MiniClusterOptions", "parse_locations"]
@@ -117,6 +125,9 @@ class MiniClusterOptions:
     #: False turns the leader master's re-replication off (Kudu's tests do the same around
     #: operator config changes, which it would otherwise answer with changes of its own).
     replica_management: bool = True
+    #: Start every server obeying a network fault control file, so that tests can cut links
+    #: (:meth:`MiniCluster.partition`).  Test clusters only: a detached cluster refuses it.
+    network_faults: bool = False
 
     @property
     def storage_threads(self) -> int:
@@ -169,6 +180,8 @@ class MiniCluster:
             validate_location(options.client_location)
             if not options.locations:
                 raise InvalidArgument("a client location needs tablet-server locations too")
+        if options.network_faults and options.detached:
+            raise InvalidArgument("network faults are for test clusters only, not detached ones")
         if options.tserver_storage_threads is not None and options.tserver_storage_threads < 0:
             raise InvalidArgument(f"tserver_storage_threads must be >= 0, got {options.tserver_storage_threads}")
         if options.locations:
@@ -181,6 +194,7 @@ class MiniCluster:
         self._ip_prefix = f"127.{a}.{b}"
         #: Extra host -> location entries of the mapping script (see :meth:`map_host`).
         self.extra_mappings: dict[str, str] = {}
+        self._partitions = NetworkPartitions(root / "network-faults") if options.network_faults else None
         self.masters = [self._server("master", i) for i in range(self.options.num_masters)]
         self.tservers: list[ClusterServer] = []
         for location, count in self.options.locations or [("", self.options.num_tservers)]:
@@ -205,9 +219,12 @@ class MiniCluster:
                 raise ValueError("a mini cluster has at most 240 tablet servers")
             address = HostPort(f"{self._ip_prefix}.{10 + index}", TSERVER_PORT)
         data_dir = self.root / f"{kind}-{index}"
+        env = dict(self.options.env)
+        if self._partitions is not None:
+            env.update(self._partitions.add_server(f"{kind}-{index}", address))
         process = ServerProcess(
             f"{kind}-{index}", self._argv(kind, address, data_dir), self.root / "logs" / f"{kind}-{index}.log",
-            env=self.options.env, owned=not self.options.detached,
+            env=env, owned=not self.options.detached,
         )  # fmt: skip
         return ClusterServer(kind, index, address, data_dir, process, location)
 
@@ -296,6 +313,8 @@ class MiniCluster:
     def start(self) -> MiniCluster:
         """Start every server and wait until each is ready."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if self._partitions is not None:
+            self._partitions.directory.mkdir(exist_ok=True)  # where servers acknowledge changes
         self.save()
         if self.options.locations:
             self._write_mapping_script()
@@ -396,6 +415,52 @@ class MiniCluster:
         self.wait_ready(server)
         return server
 
+    # -- network partitions (MiniClusterOptions.network_faults) ------------------------------
+
+    def partition(
+        self,
+        group_a: ClusterServer | Sequence[ClusterServer],
+        group_b: ClusterServer | Sequence[ClusterServer] | None = None,
+        *,
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Cut every link between a server of ``group_a`` and one of ``group_b`` (by default every
+        other server), in both directions, on top of the links already cut.
+
+        Returns once every running server has the cut in effect.  A paused server applies it
+        when resumed, a stopped one when it starts again: a cut outlives restarts, as a
+        network's would.  Clients in the test process are never cut.
+        """
+        partitions = self._require_partitions()
+        a = _names(group_a)
+        b = _names(group_b) if group_b is not None else [s.process.name for s in self._all() if s.process.name not in a]
+        partitions.partition(a, b, running=self._applies_now, timeout_s=timeout_s)
+
+    def isolate(self, server: ClusterServer, *, timeout_s: float = 30.0) -> None:
+        """Cut ``server`` off from every other master and tablet server."""
+        self.partition(server, timeout_s=timeout_s)
+
+    def heal(self, *, timeout_s: float = 30.0) -> None:
+        """Restore every cut link; returns once every running server has them back."""
+        self._require_partitions().heal(running=self._applies_now, timeout_s=timeout_s)
+
+    def reachable(self, a: ClusterServer, b: ClusterServer) -> bool:
+        """Whether the link between two servers is up (always, without network faults)."""
+        return self._partitions is None or self._partitions.reachable(a.process.name, b.process.name)
+
+    def _require_partitions(self) -> NetworkPartitions:
+        if self._partitions is None:
+            raise InvalidArgument("this cluster was started without MiniClusterOptions(network_faults=True)")
+        return self._partitions
+
+    def _applies_now(self, name: str) -> bool:
+        """Whether the server named ``name`` runs and can apply a change at once (not paused)."""
+        server = next(s for s in self._all() if s.process.name == name)
+        return server.process.running and not server.process.paused
+
+    def _all(self) -> list[ClusterServer]:
+        return [*self.masters, *self.tservers]
+
     def destroy(self) -> None:
         """Stop everything and delete the data."""
         self.stop()
@@ -413,6 +478,11 @@ class MiniCluster:
         """The tails of the servers' logs, for failure messages."""
         chosen = servers if servers is not None else [*self.masters, *self.tservers]
         return "\n".join(f"--- {s.process.name} ---\n{s.process.log_tail(lines)}" for s in chosen)
+
+
+def _names(servers: ClusterServer | Sequence[ClusterServer]) -> list[str]:
+    chosen = [servers] if isinstance(servers, ClusterServer) else list(servers)
+    return [s.process.name for s in chosen]
 
 
 def _pings(address: HostPort) -> bool:

@@ -12,6 +12,7 @@ from nyala.consensus.core import RaftOptions
 from nyala.errors import NyalaError
 from nyala.master import Master, MasterOptions
 from nyala.rpc.loop import run
+from nyala.rpc.netfault import install_from_environment
 from nyala.server import ServerOptions
 from nyala.server.lifeline import hold_lifeline
 
@@ -103,6 +104,7 @@ def start(
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
     hold_lifeline()  # a test kit's master dies with the test process
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+    install_from_environment()  # only a test kit sets it: network cuts between its servers
     try:
         options = MasterOptions(
             server=ServerOptions(

@@ -10,6 +10,7 @@ from nyala.common.hostport import parse_address_list
 from nyala.consensus.core import RaftOptions
 from nyala.errors import NyalaError
 from nyala.rpc.loop import run
+from nyala.rpc.netfault import install_from_environment
 from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.tools._format import UnderscoreGroup
@@ -172,6 +173,7 @@ def start(
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
     hold_lifeline()  # a test kit's tablet server dies with the test process
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_from_environment()  # only a test kit sets it: network cuts between its servers
     try:
         options = TabletServerOptions(
             fs_data_dir=fs_data_dir,
