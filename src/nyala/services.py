@@ -28,6 +28,7 @@ __all__ = [
     "BULK_CHANGE_CONFIG",
     "CHANGE_CONFIG",
     "CHANGE_TSERVER_STATE",
+    "CHECKSUM",
     "CHECK_TABLET_COPY_SESSION_ACTIVE",
     "CONNECT_TO_MASTER",
     "CREATE_TABLE",
@@ -102,6 +103,7 @@ GET_TABLET_LOCATIONS = RpcMethod(
 WRITE = RpcMethod(_TSERVER, "Write", tpb.WriteRequestPB, tpb.WriteResponsePB)
 SCAN = RpcMethod(_TSERVER, "Scan", tpb.ScanRequestPB, tpb.ScanResponsePB)
 LIST_TABLETS = RpcMethod(_TSERVER, "ListTablets", tpb.ListTabletsRequestPB, tpb.ListTabletsResponsePB)
+CHECKSUM = RpcMethod(_TSERVER, "Checksum", tpb.ChecksumRequestPB, tpb.ChecksumResponsePB)
 GET_TABLET_SERVER_STATUS = RpcMethod(
     _TSERVER, "GetStatus", tpb.GetTabletServerStatusRequestPB, tpb.GetTabletServerStatusResponsePB
 )

@@ -145,7 +145,11 @@ def test_recovering_a_tablet_that_lost_two_of_its_three_replicas(cluster: MiniCl
     assert set(acked) <= set(stored)
     assert table.insert([{"id": 20_000 + i, "v": "after"} for i in range(50)]) == []
     assert table.count(read_mode=ReadMode.READ_YOUR_WRITES) == len(set(stored)) + 50
-    wait_for(lambda: ksck_status(cluster, tablet_id)[1] == "HEALTHY", what="ksck to find the tablet healthy")
+    # Available again, below its replication factor: one voter of 3.
+    wait_for(
+        lambda: ksck_status(cluster, tablet_id) == (1, "UNDER_REPLICATED"),
+        what="ksck to find the tablet available and under-replicated",
+    )
 
     # Back towards the replication factor: the fourth server joins as a VOTER, which gives it
     # the tablet by a tablet copy.

@@ -201,6 +201,24 @@ class ScanResponsePB(_message.Message):
     last_primary_key: bytes
     def __init__(self, scanner_id: _Optional[bytes] = ..., has_more_results: _Optional[bool] = ..., num_rows: _Optional[int] = ..., last_primary_key: _Optional[bytes] = ...) -> None: ...
 
+class ChecksumRequestPB(_message.Message):
+    __slots__ = ("tablet_id", "marker_index")
+    TABLET_ID_FIELD_NUMBER: _ClassVar[int]
+    MARKER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    tablet_id: str
+    marker_index: int
+    def __init__(self, tablet_id: _Optional[str] = ..., marker_index: _Optional[int] = ...) -> None: ...
+
+class ChecksumResponsePB(_message.Message):
+    __slots__ = ("checksum", "rows_checksummed", "marker_index")
+    CHECKSUM_FIELD_NUMBER: _ClassVar[int]
+    ROWS_CHECKSUMMED_FIELD_NUMBER: _ClassVar[int]
+    MARKER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    checksum: int
+    rows_checksummed: int
+    marker_index: int
+    def __init__(self, checksum: _Optional[int] = ..., rows_checksummed: _Optional[int] = ..., marker_index: _Optional[int] = ...) -> None: ...
+
 class ListTabletsRequestPB(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -28,6 +28,10 @@ Theory of operation:
   moment it started, while writes go on.  Predicates, key ranges, projection, order and limit
   are pushed into parameterised SQL (:mod:`.sql`).
 
+- Checksums (:mod:`.checksum`): the sum of a hash of every row a scanner returns, the same
+  for the same rows whatever the MemRowSet, flush and checkpoint history (ksck's checksum
+  scan compares replicas with it).
+
 - Tablet copy: :meth:`snapshot` checkpoints and copies the file under the tablet's write
   lock; :meth:`TabletStoreManager.open_from_snapshot` installs such files elsewhere.
 
@@ -44,6 +48,7 @@ through the guard it is given.  Durable copies and directory syncs come from
 from __future__ import annotations
 
 from .api import ApplyEntry, EntryResult, Scanner, ScanSpec, TabletSnapshot, TabletStore
+from .checksum import RowsChecksum, checksum_batches
 from .manager import TabletStoreManager
 from .options import StorageOptions
 from .scanner import DuckDBScanner
@@ -55,10 +60,12 @@ __all__ = [
     "DuckDBTabletStore",
     "EntryResult",
     "PinnedFiles",
+    "RowsChecksum",
     "ScanSpec",
     "Scanner",
     "StorageOptions",
     "TabletSnapshot",
     "TabletStore",
     "TabletStoreManager",
+    "checksum_batches",
 ]

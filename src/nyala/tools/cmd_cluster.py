@@ -1,4 +1,5 @@
-"""``nyala cluster ksck MASTER_ADDRESSES``: is the cluster healthy?  Non-zero exit when not."""
+"""``nyala cluster ksck MASTER_ADDRESSES [--tables T1,T2] [--checksum-scan]``: is the cluster
+healthy, and do the replicas hold the same rows?  Non-zero exit when not."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from nyala.tools._format import (
     timeout_option,
 )
 from nyala.tools._format import progress as progress_bar
-from nyala.tools.ksck import NO_LOCATION, KsckReport, TabletStatus, ksck
+from nyala.tools.ksck import NO_LOCATION, KsckReport, ReplicaCheck, TabletStatus, ksck
 
 __all__ = ["cluster"]
 
@@ -29,18 +30,36 @@ def cluster() -> None:
 @format_option
 @timeout_option
 @click.option("--tablets/--no-tablets", default=False, help="List every tablet, not only the unhealthy ones.")
+@click.option("--tables", "table_names", default=None, help="Check only these tables (names separated by commas).")
+@click.option(
+    "--checksum-scan",
+    is_flag=True,
+    default=False,
+    help="Also checksum every replica's rows at the same Raft index and report replicas that differ.",
+)
 @handle_errors
-def ksck_command(master_addresses: str, output_format: str, timeout_s: float, tablets: bool) -> None:
+def ksck_command(
+    master_addresses: str,
+    output_format: str,
+    timeout_s: float,
+    tablets: bool,
+    table_names: str | None,
+    checksum_scan: bool,
+) -> None:
     """Check masters, tablet servers and every tablet's replicas.
 
     Masters must all be reachable and agree on one leader; tablet servers must be live; every
-    tablet must have a leader and all its replicas running with the master's Raft config.
-    With locations, every tablet must meet the placement policy and every location must be
-    reachable and about as fast as the others (warnings).  Exits with status 1 when anything
-    is wrong.
+    tablet must be HEALTHY: a leader, every voter healthy and as many as the replication
+    factor, and the master's Raft config (otherwise RECOVERING, UNDER_REPLICATED,
+    CONSENSUS_MISMATCH or UNAVAILABLE, with a reason per replica).  With locations, every
+    tablet must meet the placement policy and every location must be reachable and about as
+    fast as the others (warnings).  With --checksum-scan, every replica of every tablet
+    checksums its rows at the same Raft index (writes may go on) and replicas that differ are
+    problems.  Exits with status 1 when anything is wrong.
     """
+    names = table_names.split(",") if table_names is not None else None
     with connect_cli(master_addresses, timeout_s) as client, progress_bar("checking the cluster"):
-        report = client.run(ksck(client.aio, timeout_s=timeout_s))
+        report = client.run(ksck(client.aio, timeout_s=timeout_s, tables=names, checksum_scan=checksum_scan))
     if output_format == "json":
         emit_json(report.as_dict())
     else:
@@ -86,11 +105,26 @@ def _print(report: KsckReport, all_tablets: bool) -> None:
                 "table": t.table,
                 "tablet": t.tablet_id,
                 "status": t.status.name,
-                "replicas": [f"{r.address} {r.state} {r.role}" for r in t.replicas],
+                "replicas": [_replica_line(r) for r in t.replicas],
             }
             for t in shown
         ]
         emit_rows(rows, ["table", "tablet", "status", "replicas"], "table", title="Tablets")
+    if report.checksums:
+        checksums = [
+            {
+                "table": t.table,
+                "tablet": t.tablet_id,
+                "index": t.marker_index,
+                "result": t.result,
+                "replicas": [
+                    f"{r.address or r.uuid} {r.error or f'{r.checksum:#018x} ({r.rows} rows)'}" for r in t.replicas
+                ]
+                or [t.error],
+            }
+            for t in report.checksums
+        ]
+        emit_rows(checksums, ["table", "tablet", "index", "result", "replicas"], "table", title="Checksums")
     if report.ok:
         click.echo("OK: the cluster is healthy")
         return
@@ -102,6 +136,12 @@ def _print(report: KsckReport, all_tablets: bool) -> None:
         click.echo(f"{len(report.warnings)} warnings:", err=True)
         for warning in report.warnings:
             click.echo(f"  - WARNING: {warning}", err=True)
+
+
+def _replica_line(r: ReplicaCheck) -> str:
+    """``address STATE ROLE MEMBER_TYPE HEALTH: reasons``."""
+    line = f"{r.address or r.uuid} {r.state} {r.role} {r.member_type} {r.health}"
+    return f"{line}: {'; '.join(r.reasons)}" if r.reasons else line
 
 
 def _ms(value: float | None) -> str:

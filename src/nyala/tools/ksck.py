@@ -1,21 +1,20 @@
-"""Cluster consistency check (Kudu's ksck), first version: gather, then judge.
+"""Cluster consistency check (Kudu's ksck): gather, then judge.
 
 Gathering asks, in parallel: every configured master ``ConnectToMaster`` (reachable? its role
 and the leader it names), the leader master for its tablet servers, tables and every
 table's tablet locations, and every tablet server ``ListTablets`` (replica states) and
 ``GetConsensusState`` (role, leader, term, committed config of each replica).
 
-Judging is pure (:func:`judge_tablet`): a tablet is
+Judging is pure (:func:`~nyala.tools.ksck_tablets.judge_tablet`): each replica gets a
+health (HEALTHY, RECOVERING, FAILED) with its reasons, and each tablet Kudu's category
+(HEALTHY, RECOVERING, UNDER_REPLICATED, CONSENSUS_MISMATCH, UNAVAILABLE); the rules are in
+:mod:`nyala.tools.ksck_tablets`.  A table is as bad as its worst tablet.  Every finding is
+also a line in ``problems``.  ``tables`` limits the check to the named tables (an unknown
+name is InvalidArgument, before anything is asked of a tablet server).
 
-- UNAVAILABLE when no replica leads or fewer than a majority of its replicas are RUNNING;
-- CONSENSUS_MISMATCH when replicas disagree on the leader, or a replica's committed config
-  differs from the master's;
-- RECOVERING when a replica is still bootstrapping;
-- UNDER_REPLICATED when some replica is unreachable, missing, failed or tombstoned but a
-  leader and a majority remain;
-- HEALTHY otherwise.
-
-A table is as bad as its worst tablet.  Every finding is also a line in ``problems``.
+With ``checksum_scan``, every replica of every checked tablet also checksums its rows at the
+same Raft index and the replicas that differ are problems
+(:mod:`nyala.tools.ksck_checksum`).
 
 Locations (seed 000; Kudu's ksck only lists them): each tablet server's location, a summary
 per location (servers, live servers, replicas, round trip), and ``warnings`` for
@@ -43,15 +42,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nyala.client.async_client import AsyncClient
-from nyala.client.info import TabletInfo, TabletServerInfo, role_name
+from nyala.client.info import TableSummary, TabletInfo, TabletServerInfo, role_name
 from nyala.common.hostport import parse_address
-from nyala.errors import NyalaError
+from nyala.errors import InvalidArgument, NyalaError
 from nyala.placement import Verdict, check_placement
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.services import CONNECT_TO_MASTER, GET_CONSENSUS_STATE, LIST_TABLETS, PING
+from nyala.tools.ksck_checksum import ReplicaChecksum, TabletChecksum, checksum_tablets, judge_checksums
+from nyala.tools.ksck_tablets import ReplicaCheck, ReplicaHealth, ServerView, TabletCheck, TabletStatus, judge_tablet
 
 __all__ = [
     "KsckReport",
@@ -59,9 +60,12 @@ __all__ = [
     "MasterCheck",
     "PingResult",
     "ReplicaCheck",
+    "ReplicaChecksum",
+    "ReplicaHealth",
     "ServerView",
     "TableCheck",
     "TabletCheck",
+    "TabletChecksum",
     "TabletStatus",
     "judge_locations",
     "judge_placement",
@@ -79,16 +83,6 @@ SLOW_MIN_MS = 20.0
 NO_LOCATION = "<none>"
 
 
-class TabletStatus(enum.IntEnum):
-    """Health of a tablet or table, best first (Kudu's ksck categories)."""
-
-    HEALTHY = 0
-    RECOVERING = 1
-    UNDER_REPLICATED = 2
-    CONSENSUS_MISMATCH = 3
-    UNAVAILABLE = 4
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class MasterCheck:
     address: str
@@ -96,27 +90,6 @@ class MasterCheck:
     leader_address: str
     cluster_id: str
     error: str = ""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReplicaCheck:
-    uuid: str
-    address: str
-    #: RUNNING, BOOTSTRAPPING, FAILED, ..., or UNREACHABLE / NOT_FOUND when the server could not say.
-    state: str
-    role: str = "UNKNOWN_ROLE"
-    leader_uuid: str = ""
-    term: int = 0
-    config: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TabletCheck:
-    table: str
-    tablet_id: str
-    status: TabletStatus
-    replicas: tuple[ReplicaCheck, ...]
-    problems: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,6 +132,8 @@ class KsckReport:
     #: Round trip of each tablet server (uuid -> ms; None when unreachable).
     rtt_ms: dict[str, float | None] = dataclasses.field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: With a checksum scan: the checksums of every checked tablet's replicas.
+    checksums: tuple[TabletChecksum, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -166,7 +141,7 @@ class KsckReport:
 
     def as_dict(self) -> dict[str, Any]:
         def convert(value: Any) -> Any:
-            if isinstance(value, TabletStatus):
+            if isinstance(value, enum.Enum):
                 return value.name
             if isinstance(value, dict):
                 return {k: convert(v) for k, v in value.items()}
@@ -174,29 +149,34 @@ class KsckReport:
                 return [convert(v) for v in value]
             return value
 
-        return {"ok": self.ok, **convert(dataclasses.asdict(self))}
+        out: dict[str, Any] = {"ok": self.ok, **convert(dataclasses.asdict(self))}
+        for entry, checksum in zip(out["checksums"], self.checksums, strict=True):
+            entry["result"] = checksum.result
+        return out
 
 
 # --- gathering ----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(slots=True)
-class ServerView:
-    """What one tablet server said about its replicas (or why it could not be asked)."""
+async def ksck(
+    client: AsyncClient,
+    *,
+    timeout_s: float = 30.0,
+    tables: Sequence[str] | None = None,
+    checksum_scan: bool = False,
+) -> KsckReport:
+    """Check the cluster the client is connected to: every table, or the ``tables`` named.
 
-    states: dict[str, tpb.ListTabletsResponsePB.StatusPB]
-    consensus: dict[str, cpb.ConsensusStatePB]
-    error: str = ""
-
-
-async def ksck(client: AsyncClient, *, timeout_s: float = 30.0) -> KsckReport:
-    """Check the whole cluster the client is connected to."""
-    masters, tservers, summaries = await asyncio.gather(
+    Replicas on tablet servers in maintenance mode (as the leader master lists them) say so.
+    """
+    masters, tservers, every_table = await asyncio.gather(
         _check_masters(client, timeout_s),
         client.list_tablet_servers(timeout_s=timeout_s),
         client.list_table_summaries(timeout_s=timeout_s),
     )
+    summaries = _selected(every_table, tables)
     layouts = await asyncio.gather(*(client.table_tablets(t.name, timeout_s=timeout_s) for t in summaries))
+    in_maintenance = frozenset(s.uuid for s in tservers if s.maintenance)
     addresses = {s.uuid: s.rpc_addresses[0] for s in tservers if s.rpc_addresses}
     for tablets in layouts:
         for tablet in tablets:
@@ -209,12 +189,21 @@ async def ksck(client: AsyncClient, *, timeout_s: float = 30.0) -> KsckReport:
     rtts = dict(zip(addresses, pings, strict=True))
     problems = _master_problems(masters) + _tserver_problems(tservers, views)
     checks = [
-        judge_tablet(summary.name, tablet, views)
+        judge_tablet(summary.name, tablet, views, num_replicas=summary.num_replicas, in_maintenance=in_maintenance)
         for summary, tablets in zip(summaries, layouts, strict=True)
         for tablet in tablets
     ]
     problems += [p for c in checks for p in c.problems]
-    tables = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
+    checksums: list[TabletChecksum] = []
+    if checksum_scan:
+        targets = [
+            (summary.name, tablet, _leader_of(check))
+            for summary, tablets in zip(summaries, layouts, strict=True)
+            for tablet, check in zip(tablets, [c for c in checks if c.table == summary.name], strict=True)
+        ]
+        checksums = await checksum_tablets(client, targets, timeout_s=timeout_s)
+        problems += judge_checksums(checksums)
+    table_checks = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
     location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
     servers_per_location = _count(location_of.values())
     warnings = [
@@ -228,13 +217,34 @@ async def ksck(client: AsyncClient, *, timeout_s: float = 30.0) -> KsckReport:
     return KsckReport(
         tuple(masters),
         tuple(tservers),
-        tuple(tables),
+        tuple(table_checks),
         tuple(checks),
         tuple(problems),
         tuple(locations),
         {u: p.rtt_ms for u, p in rtts.items()},
         tuple(warnings),
+        tuple(checksums),
     )
+
+
+def _selected(summaries: Sequence[TableSummary], names: Sequence[str] | None) -> list[TableSummary]:
+    """The tables to check: all, or the named ones (InvalidArgument naming any unknown one)."""
+    if names is None:
+        return list(summaries)
+    wanted = list(dict.fromkeys(n.strip() for n in names))
+    if not wanted or "" in wanted:
+        raise InvalidArgument(f"--tables needs table names separated by commas, got {','.join(names)!r}")
+    known = {s.name for s in summaries}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise InvalidArgument(f"no such tables: {unknown} (the cluster has {sorted(known)})")
+    return [s for s in summaries if s.name in wanted]
+
+
+def _leader_of(check: TabletCheck) -> str:
+    """The uuid of the RUNNING replica that leads (the latest term's), or "" when none does."""
+    leaders = [r for r in check.replicas if r.state == "RUNNING" and r.role == "LEADER"]
+    return max(leaders, key=lambda r: r.term).uuid if leaders else ""
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:
@@ -329,56 +339,6 @@ def _tserver_problems(tservers: Sequence[TabletServerInfo], views: Mapping[str, 
         if view is not None and view.error:
             problems.append(f"tablet server {ts.uuid} ({where}) is unreachable: {view.error}")
     return problems
-
-
-def _replica(uuid: str, address: str, tablet_id: str, views: Mapping[str, ServerView]) -> ReplicaCheck:
-    view = views.get(uuid)
-    if view is None or view.error:
-        return ReplicaCheck(uuid, address, "UNREACHABLE")
-    status = view.states.get(tablet_id)
-    if status is None:
-        return ReplicaCheck(uuid, address, "NOT_FOUND")
-    cstate = view.consensus.get(tablet_id)
-    state = str(tpb.TabletStatePB.Name(status.state))
-    if cstate is None:
-        return ReplicaCheck(uuid, address, state)
-    config = tuple(sorted(p.permanent_uuid for p in cstate.committed_config.peers))
-    return ReplicaCheck(uuid, address, state, role_name(cstate.role), cstate.leader_uuid, cstate.current_term, config)
-
-
-# Replica states on the way to RUNNING: a tablet copy is one (Kudu's ksck says RECOVERING too).
-_RECOVERING = ("BOOTSTRAPPING", "NOT_INITIALIZED", "COPYING")
-
-
-def judge_tablet(table: str, tablet: TabletInfo, views: Mapping[str, ServerView]) -> TabletCheck:
-    """The health of one tablet from what its replicas report."""
-    replicas = tuple(_replica(r.uuid, r.address, tablet.tablet_id, views) for r in tablet.replicas)
-    where = f"tablet {tablet.tablet_id} of table {table!r}"
-    problems: list[str] = []
-    status = TabletStatus.HEALTHY
-    running = [r for r in replicas if r.state == "RUNNING"]
-    bad = [r for r in replicas if r.state not in ("RUNNING", *_RECOVERING)]
-    for r in replicas:
-        if r.state != "RUNNING":
-            problems.append(f"{where}: replica on {r.address or r.uuid} is {r.state}")
-    if any(r.state in _RECOVERING for r in replicas):
-        status = TabletStatus.RECOVERING
-    if bad:
-        status = max(status, TabletStatus.UNDER_REPLICATED)
-    leaders = {r.uuid for r in running if r.role == "LEADER"}
-    named = {r.leader_uuid for r in running if r.leader_uuid}
-    expected = tuple(sorted(r.uuid for r in tablet.replicas))
-    if len(leaders) > 1 or len(named) > 1:
-        problems.append(f"{where}: replicas disagree on the leader ({sorted(named)})")
-        status = max(status, TabletStatus.CONSENSUS_MISMATCH)
-    mismatched = [r for r in running if r.config and r.config != expected]
-    if mismatched:
-        problems.append(f"{where}: committed config of {[r.address for r in mismatched]} differs from the master's")
-        status = max(status, TabletStatus.CONSENSUS_MISMATCH)
-    if not leaders or len(running) <= len(replicas) // 2:
-        problems.append(f"{where}: no leader with a majority of running replicas ({len(running)}/{len(replicas)})")
-        status = TabletStatus.UNAVAILABLE
-    return TabletCheck(table, tablet.tablet_id, status, replicas, tuple(problems))
 
 
 def _table_check(name: str, tablets: Sequence[TabletCheck]) -> TableCheck:

@@ -17,7 +17,11 @@
   sequence number, first incomplete sequence number, number of dropped rows), its client id
   and dropped row positions; then ONE row-operations stream holding every write's rows in
   order.  Applying the rows in order is applying the writes one after another, so the outcome
-  is the same.
+  is the same;
+- ``CHECKSUM`` (5), a checksum marker: no body.  It changes no row; every replica that applies
+  it takes a snapshot of its rows at that point of the log and checksums it in the background
+  (ksck's checksum scan, see :mod:`nyala.tserver.checksum`).  Being in the log, it falls
+  between the same writes on every replica.
 
 The kind byte lets one log carry writes and schema changes, applied in log order, so every
 replica changes its schema at the same point between the same writes.  The numbers are part
@@ -39,6 +43,7 @@ from nyala.schema import Schema
 
 __all__ = [
     "AlterPayload",
+    "ChecksumPayload",
     "JoinedPayload",
     "JoinedWrite",
     "PayloadKind",
@@ -46,6 +51,7 @@ __all__ = [
     "WritePayload",
     "decode_payload",
     "encode_alter",
+    "encode_checksum",
     "encode_joined",
     "encode_tracked_write",
     "encode_write",
@@ -59,6 +65,7 @@ class PayloadKind(enum.IntEnum):
     ALTER = 2
     TRACKED_WRITE = 3
     JOINED_WRITE = 4
+    CHECKSUM = 5
 
 
 _WRITE_PREFIX = bytes([PayloadKind.WRITE])
@@ -97,6 +104,11 @@ class AlterPayload:
 
     schema: Schema
     version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChecksumPayload:
+    """A checksum marker: checksum the rows as they are once every earlier entry is applied."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +160,11 @@ def encode_alter(schema: Schema, version: int) -> bytes:
     return _ALTER_PREFIX + body.encode()
 
 
-def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayload:
+def encode_checksum() -> bytes:
+    return bytes([PayloadKind.CHECKSUM])
+
+
+def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayload | ChecksumPayload:
     """Split an entry's payload; Corruption when it is not one this server writes.
 
     The row operations are a view of ``payload``, not a copy: a slice of bytes copies it, and
@@ -165,6 +181,10 @@ def decode_payload(payload: bytes) -> WritePayload | JoinedPayload | AlterPayloa
         return _decode_tracked(payload)
     if kind is PayloadKind.JOINED_WRITE:
         return _decode_joined(payload)
+    if kind is PayloadKind.CHECKSUM:
+        if len(payload) != 1:
+            raise Corruption(f"tablet log entry holds a checksum marker with {len(payload) - 1} unexpected bytes")
+        return ChecksumPayload()
     if kind is PayloadKind.ALTER:
         try:
             body = json.loads(payload[1:])

@@ -237,7 +237,9 @@ class TabletManager:
             store = await asyncio.to_thread(self.stores.open_tablet, tablet.tablet_id)
             applied = store.applied_index()
             await asyncio.to_thread(tablet.metadata.update, lambda m: m.settle_alter(applied))
-            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread, tablet.tracker)
+            machine = TabletStateMachine(
+                store, tablet.metadata, self._changed_from_thread, tablet.tracker, tablet.checksums
+            )
             raft = await RaftReplica.open(
                 tablet.directory,
                 tablet.tablet_id,
@@ -303,7 +305,9 @@ class TabletManager:
         raft: RaftReplica | None = None
         try:
             store = await asyncio.to_thread(self.stores.create_tablet, meta.tablet_id, meta.schema)
-            machine = TabletStateMachine(store, tablet.metadata, self._changed_from_thread, tablet.tracker)
+            machine = TabletStateMachine(
+                store, tablet.metadata, self._changed_from_thread, tablet.tracker, tablet.checksums
+            )
             raft = await RaftReplica.create(
                 directory,
                 meta.tablet_id,

@@ -1,4 +1,4 @@
-"""TabletServerService: Write, Scan, ListTablets and GetStatus.
+"""TabletServerService: Write, Scan, Checksum, ListTablets and GetStatus.
 
 Writes go to the tablet's leader (:meth:`TabletReplica.write`).  Scans are served by any
 RUNNING replica from its own applied state: READ_LATEST reads what is applied now;
@@ -11,6 +11,11 @@ store blocks, so it never runs on the event loop: opening a scan runs in a worke
 (it may wait for the tablet's lock), and a call's batches are read on the server's scan
 pool, as many threads as its storage threads, so that scans use the server's share of the
 cores and no more.
+
+Checksum (Kudu's, for ksck's checksum scan) with no ``marker_index``: the leader replicates a
+checksum marker and answers with its own checksum at it and the marker's index; with one, any
+replica waits (within the call's deadline, at most :data:`CHECKSUM_WAIT_S` without one) until
+it has applied the marker and answers with its checksum there (see :mod:`.checksum`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nyala.errors import InvalidArgument, NyalaError, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import CallContext, RpcServer
-from nyala.services import GET_TABLET_SERVER_STATUS, LIST_TABLETS, SCAN, WRITE
+from nyala.services import CHECKSUM, GET_TABLET_SERVER_STATUS, LIST_TABLETS, SCAN, WRITE
 from nyala.storage import ScanSpec
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.options import TabletServerOptions
@@ -33,7 +39,12 @@ from nyala.tserver.scan_spec import plan_scan
 from nyala.tserver.scanners import ScannerRegistry, ScanSession
 from nyala.tserver.tablet import TabletReplica
 
-__all__ = ["Counters", "TabletService"]
+T = TypeVar("T")
+
+__all__ = ["CHECKSUM_WAIT_S", "Counters", "TabletService"]
+
+#: How long a Checksum without a deadline waits for its replica to apply the marker and checksum.
+CHECKSUM_WAIT_S = 60.0
 
 
 @dataclass
@@ -67,6 +78,7 @@ class TabletService:
     def register(self, rpc: RpcServer) -> None:
         rpc.add_method(WRITE, self.write)
         rpc.add_method(SCAN, self.scan)
+        rpc.add_method(CHECKSUM, self.checksum)
         rpc.add_method(LIST_TABLETS, self.list_tablets)
         rpc.add_method(GET_TABLET_SERVER_STATUS, self.get_status)
 
@@ -143,13 +155,16 @@ class TabletService:
         await self._within_call(raft.wait_applied(index), ctx, what)
 
     @staticmethod
-    async def _within_call(wait: Awaitable[object], ctx: CallContext, what: Callable[[], str]) -> None:
-        """Await ``wait`` within the call's deadline (with a margin to answer); TimedOut after."""
+    async def _within_call(
+        wait: Awaitable[T], ctx: CallContext, what: Callable[[], str], default_s: float | None = None
+    ) -> T:
+        """Await ``wait`` within the call's deadline (with a margin to answer), or ``default_s``
+        without one; TimedOut after."""
         remaining = ctx.remaining()
         try:
-            await asyncio.wait_for(wait, None if remaining is None else remaining * 0.95)
+            return await asyncio.wait_for(wait, default_s if remaining is None else remaining * 0.95)
         except TimeoutError:
-            raise TimedOut(f"the scan waited for the {what()} until its deadline") from None
+            raise TimedOut(f"the call waited for the {what()} until its deadline") from None
 
     async def _next_batch(self, session: ScanSession, batch_size_bytes: int, ctx: CallContext) -> tpb.ScanResponsePB:
         budget = min(batch_size_bytes or self._options.scanner_default_batch_size_bytes,
@@ -169,6 +184,35 @@ class TabletService:
             num_rows=chunk.num_rows,
             last_primary_key=chunk.last_primary_key,
         )
+
+    # -- Checksum ---------------------------------------------------------------------------------
+
+    async def checksum(self, request: tpb.ChecksumRequestPB, ctx: CallContext) -> tpb.ChecksumResponsePB:
+        if not request.tablet_id:
+            raise InvalidArgument("a Checksum names the tablet to checksum (tablet_id)")
+        if request.marker_index < 0:
+            raise InvalidArgument(
+                f"a Checksum's marker_index is 0 (to start one) or a marker's index, got {request.marker_index}"
+            )
+        tablet = self._tablets.get(request.tablet_id)
+        _, raft = tablet.require_running()
+        index = request.marker_index
+        if index == 0:
+            index = await self._within_call(
+                tablet.replicate_checksum_marker(), ctx, lambda: f"checksum marker of tablet {tablet.tablet_id}",
+                CHECKSUM_WAIT_S,
+            )  # fmt: skip
+        else:
+
+            def applied() -> str:
+                return f"replica of tablet {tablet.tablet_id} to apply index {index} (applied: {raft.applied_index})"
+
+            await self._within_call(raft.wait_applied(index), ctx, applied, CHECKSUM_WAIT_S)
+        rows = await self._within_call(
+            tablet.checksum_at(index), ctx, lambda: f"checksum of tablet {tablet.tablet_id} at index {index}",
+            CHECKSUM_WAIT_S,
+        )  # fmt: skip
+        return tpb.ChecksumResponsePB(checksum=rows.checksum, rows_checksummed=rows.num_rows, marker_index=index)
 
     # -- ListTablets and GetStatus ----------------------------------------------------------------
 

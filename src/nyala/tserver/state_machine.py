@@ -11,6 +11,10 @@ on the log, so every replica reaches the same ones.
 A joined entry (several client writes in one, see :mod:`nyala.tserver.envelope`) is applied
 as one batch; its result is a :class:`JoinedResult`, the batch's row errors split by write.
 
+A checksum marker changes no row: the run of writes before it is applied first, then the
+replica's :class:`~nyala.tserver.checksum.ChecksumTracker` takes a snapshot of the rows there
+(every earlier entry applied, no later one) and checksums it in the background.
+
 A tracked write (one with a request id) also leaves its answer in the tablet's
 :class:`~nyala.tserver.result_tracker.ResultTracker`, on every replica, once its transaction
 has committed; what the tracker remembers never changes what is applied.
@@ -26,8 +30,17 @@ from dataclasses import dataclass, replace
 from nyala.consensus.core import LogEntry
 from nyala.errors import InvalidArgument
 from nyala.schema import RowFailure, Schema
-from nyala.storage import ApplyEntry, EntryResult, TabletStore
-from nyala.tserver.envelope import AlterPayload, JoinedPayload, JoinedWrite, RequestId, WritePayload, decode_payload
+from nyala.storage import ApplyEntry, EntryResult, ScanSpec, TabletStore
+from nyala.tserver.checksum import ChecksumTracker
+from nyala.tserver.envelope import (
+    AlterPayload,
+    ChecksumPayload,
+    JoinedPayload,
+    JoinedWrite,
+    RequestId,
+    WritePayload,
+    decode_payload,
+)
 from nyala.tserver.metadata import MetadataFile, PendingAlter
 from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.write_response import response_from_result
@@ -76,11 +89,13 @@ class TabletStateMachine:
         metadata: MetadataFile,
         on_schema_change: Callable[[], None],
         tracker: ResultTracker | None = None,
+        checksums: ChecksumTracker | None = None,
     ) -> None:
         self._store = store
         self._metadata = metadata
         self._on_schema_change = on_schema_change
         self.tracker = tracker if tracker is not None else ResultTracker()
+        self.checksums = checksums if checksums is not None else ChecksumTracker()
 
     def applied_index(self) -> int:
         # The runtime's "applied" is what survives a restart; the MemRowSet's rows do not.
@@ -97,6 +112,12 @@ class TabletStateMachine:
                 results.extend(self._apply_writes(run))
                 run = []
                 results.append(self._apply_alter(payload, entry.index))
+                continue
+            if isinstance(payload, ChecksumPayload):
+                results.extend(self._apply_writes(run))
+                run = []
+                self.checksums.start(entry.index, lambda: self._store.scan(ScanSpec()))
+                results.append(EntryResult(entry.index))
                 continue
             if isinstance(payload, JoinedPayload):
                 joined.append((len(results) + len(run), payload))

@@ -13,6 +13,11 @@ error is kept and reported).  Writes and schema changes go through the leader:
   (built in :mod:`nyala.tserver.write_response`);
 - a write with a request id is exactly-once: a retry of a write this tablet has applied gets
   the recorded answer (see :mod:`nyala.tserver.result_tracker`).
+
+A checksum (ksck's checksum scan) is taken at a marker the leader replicates
+(:meth:`TabletReplica.replicate_checksum_marker`); every replica answers with its checksum
+at that marker once it has applied it (:meth:`TabletReplica.checksum_at`, see
+:mod:`nyala.tserver.checksum`).
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ from nyala.schema import (
     decode_row_operations,
     encode_row_operations,
 )
-from nyala.storage import DuckDBTabletStore, EntryResult
+from nyala.storage import DuckDBTabletStore, EntryResult, RowsChecksum
+from nyala.tserver.checksum import ChecksumTracker
 from nyala.tserver.entry_joiner import EntryJoiner, PendingWrite
-from nyala.tserver.envelope import RequestId, encode_alter
+from nyala.tserver.envelope import RequestId, encode_alter, encode_checksum
 from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
 from nyala.tserver.result_tracker import ResultTracker
@@ -88,6 +94,8 @@ class TabletReplica:
         self.directory = directory
         #: Answers of applied writes by request id (exactly-once retries).
         self.tracker = tracker if tracker is not None else ResultTracker()
+        #: Checksums of this replica's rows at checksum markers (ksck's checksum scan).
+        self.checksums = ChecksumTracker()
         #: The term in which this replica, as leader, has applied every earlier entry.
         self._caught_up_term = -1
         #: Retries answered from the tracker instead of being applied again.
@@ -294,6 +302,34 @@ class TabletReplica:
             result = await self._replicate(raft, encode_alter(schema, version))
             if result.error is not None:
                 raise result.error
+
+    # -- checksums -------------------------------------------------------------------------------
+
+    async def replicate_checksum_marker(self) -> int:
+        """Replicate a checksum marker (the leader only) and return its index once applied here."""
+        result = await self._replicate(self.require_leader(), encode_checksum())
+        if result.error is not None:
+            raise result.error
+        return result.index
+
+    async def checksum_at(self, index: int) -> RowsChecksum:
+        """This replica's checksum at the marker ``index``, which it must have applied.
+
+        NotFound when it has none: ``index`` is not a marker's, or this replica applied it
+        before it restarted or was filled by a tablet copy (run the checksum again)."""
+        _, raft = self.require_running()
+        if raft.applied_index < index:
+            raise IllegalState(
+                f"replica of tablet {self.tablet_id} has applied only index {raft.applied_index}, not {index}"
+            )
+        future = self.checksums.result(index)
+        if future is None:
+            raise NotFound(
+                f"replica of tablet {self.tablet_id} on {raft.peer_id} has no checksum at index {index}: that "
+                f"entry is not a checksum marker, or this replica applied it before it restarted or was copied "
+                f"(run the checksum scan again)"
+            )
+        return await asyncio.wrap_future(future)
 
     # -- reporting ------------------------------------------------------------------------------
 

@@ -25,7 +25,13 @@ from .conftest import SCHEMA
 
 def test_the_kind_numbers_are_those_in_existing_logs() -> None:
     # A WAL written before any change to the kinds must still decode: the numbers never change.
-    assert {k.name: int(k) for k in PayloadKind} == {"WRITE": 1, "ALTER": 2, "TRACKED_WRITE": 3, "JOINED_WRITE": 4}
+    assert {k.name: int(k) for k in PayloadKind} == {
+        "WRITE": 1,
+        "ALTER": 2,
+        "TRACKED_WRITE": 3,
+        "JOINED_WRITE": 4,
+        "CHECKSUM": 5,
+    }
 
 
 def test_write_payload_keeps_the_client_bytes_unchanged() -> None:
