@@ -78,6 +78,15 @@ def healed(client: Client, dead: str) -> dict[str, list[tuple[str, str]]] | None
     return voters
 
 
+def leader_states(cluster: MiniCluster, client: Client) -> list[str]:
+    """Each tablet's leader's consensus state, for a failure message."""
+    states = []
+    for tablet in client.open_table(TABLE).tablets():
+        state = TabletProbe(cluster, client, tablet.tablet_id).leader_state()
+        states.append(str(state).replace("\n", " "))
+    return states
+
+
 def server_by_uuid(cluster: MiniCluster, uuid: str) -> ClusterServer:
     return next(s for s in cluster.tservers if s.uuid == uuid)
 
@@ -94,7 +103,10 @@ def test_a_lost_server_is_replaced_in_its_location_with_no_acknowledged_row_lost
     with Writer(cluster.master_addresses_flag, table.name) as writer:
         writer.wait_for_rows(500, "the first writes")
         cluster.kill(victim)
-        voters = wait_for(lambda: healed(client, victim_uuid), what="every tablet back to 3 voters", timeout_s=120)
+        try:
+            voters = wait_for(lambda: healed(client, victim_uuid), what="every tablet back to 3 voters", timeout_s=120)
+        except AssertionError:
+            raise AssertionError(f"not healed; the leaders' states: {leader_states(cluster, client)}") from None
         writer.wait_for_rows(500, "writes after healing")
     assert writer.failures == [], writer.failures
     # Each lost replica was replaced by the other server of its location (the policy kept).

@@ -98,7 +98,11 @@ class LeaderView:
         for uuid in gone:
             reason = f"removed from the config of tablet {new.tablet_id} at index {after.opid_index}"
             self.evicted[(new.tablet_id, uuid)] = (reason, before.opid_index)
-        self.repairs.pop(new.tablet_id, None)  # decided on the old config; the next report decides again
+        repair = self.repairs.get(new.tablet_id)
+        if repair is not None and repair.cas_config_index < after.opid_index:
+            # Decided on the old config (the report that brought the new one decides on that
+            # one, before it is persisted): the next report decides again.
+            del self.repairs[new.tablet_id]
 
     def _tablet_died(self, tablet: TabletInfo) -> None:
         reason = tablet.entry.state_msg or "tablet deleted"
