@@ -5,7 +5,8 @@ The tablet servers report a follower silent for 3 s as FAILED and the master sto
 replicas on a server silent for 3 s, so healing starts seconds after a kill, not minutes.  The
 tests run in file order on one cluster: a server is killed for good and every tablet heals to
 three voters, one per location, with no acknowledged row lost; then it comes back and its stale
-replicas are tombstoned.
+replicas are tombstoned; then an operator adds a fourth voter and the master evicts one so that
+the placement policy still holds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import nyala
 from nyala import services
@@ -22,6 +24,7 @@ from nyala.errors import NyalaError
 from nyala.proto import tserver_pb2 as tpb
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 from nyala.testing.wait import wait_for
+from nyala.tools.cli import main
 
 from .replica_kit import TabletProbe, Writer
 
@@ -141,3 +144,25 @@ def test_a_returning_server_has_its_replaced_replicas_tombstoned(cluster: MiniCl
     assert found
     # The cluster still has every tablet at 3 voters: the returned server took nothing back.
     assert voters_by_tablet(client) == voters
+
+
+def test_an_extra_voter_is_evicted_so_that_the_policy_still_holds(cluster: MiniCluster, client: Client) -> None:
+    voters = voters_by_tablet(client)
+    tablet_id, members = next(iter(voters.items()))
+    holders = {u for u, _ in members}
+    extra = next(s for s in cluster.tservers if s.uuid not in holders and cluster.running(s))
+    result = CliRunner().invoke(
+        main,
+        ["tablet", "change-config", "add-replica", cluster.master_addresses_flag, tablet_id, extra.uuid, "VOTER"],
+    )
+    assert result.exit_code == 0, result.output
+
+    def back_to_three() -> list[tuple[str, str]] | None:
+        now = voters_by_tablet(client)[tablet_id]
+        return now if len(now) == 3 and len({loc for _, loc in now}) == 3 else None
+
+    # 4 voters, 2 in the extra's location: the master evicts one of those two, never one of
+    # the locations holding a single voter.
+    final = wait_for(back_to_three, what="the tablet back to 3 voters, one per location", timeout_s=60)
+    crowded = extra.location
+    assert {u for u, loc in final if loc != crowded} == {u for u, loc in members if loc != crowded}
