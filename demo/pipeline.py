@@ -164,6 +164,8 @@ def main() -> None:
     console.rule("[bold]1. a local cluster (3 masters, 6 tablet servers in 3 locations) and Spark local[2]")
     with MiniCluster(root, options, locations=LOCATIONS) as cluster:
         console.print(f"masters {cluster.master_addresses_flag}")
+        for rpc_address, url in cluster.urls().items():
+            console.print(f"  web {rpc_address:<18} {url}")
         for location in cluster.locations:
             console.print(
                 f"tablet servers in {location}: {', '.join(str(t.address) for t in cluster.tservers_in(location))}"

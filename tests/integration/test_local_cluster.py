@@ -37,6 +37,7 @@ def test_local_cluster_outlives_the_command_and_stops_from_another(tmp_path: Pat
         started = nyala("local-cluster", "start", "--masters", "1", "--tservers", "2", "--dir", str(root))
         assert started.returncode == 0, started.stderr
         assert "masters:  127.0.0.1:7051" in started.stdout
+        assert "http://127.0.0.1:8051" in started.stdout
         pids = server_pids(root)
         assert len(pids) == 3
         assert all(pid_alive(p) for p in pids)  # still running after the command exited
@@ -45,6 +46,11 @@ def test_local_cluster_outlives_the_command_and_stops_from_another(tmp_path: Pat
         described = json.loads(status.stdout)
         assert described["masters"] == ["127.0.0.1:7051"]
         assert described["tservers"] == ["127.0.0.10:7050", "127.0.0.11:7050"]
+        assert described["http"] == {
+            "127.0.0.1:7051": "http://127.0.0.1:8051",
+            "127.0.0.10:7050": "http://127.0.0.10:8050",
+            "127.0.0.11:7050": "http://127.0.0.11:8050",
+        }
         assert all(described["running"].values())
 
         again = nyala("local-cluster", "start", "--dir", str(root))

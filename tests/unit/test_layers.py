@@ -36,6 +36,8 @@ LAYERS: dict[str, int] = {
     "nyala.storage": 1,
     "nyala.rpc": 1,
     "nyala.services": 1,
+    "nyala.metrics": 1,
+    "nyala.web": 1,
     "nyala.consensus.runtime": 2,
     "nyala.consensus": 2,
     "nyala.server": 2,

@@ -25,7 +25,10 @@ from nyala.master.sys_catalog import SYS_CATALOG_ID, SysCatalogStore
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
 from nyala.master.tserver_lifecycle import TServerLifecycle
+from nyala.master.web import MasterPages
 from nyala.server import ServerBase
+from nyala.web import WebServer
+from nyala.web.view import Cell
 
 __all__ = ["Master"]
 
@@ -71,6 +74,18 @@ class Master(ServerBase):
         #: Set when the catalog cannot be opened; ``run`` then exits with it.
         self.fatal: BaseException | None = None
         self._fatal_event = asyncio.Event()
+        self.pages = MasterPages(
+            self.uuid, self.catalog_manager, self.ts_manager, self.peers, self.messenger, lambda: self.fatal
+        )
+
+    def _add_pages(self, web: WebServer) -> None:
+        self.pages.add_to(web)
+
+    def status_fields(self) -> dict[str, Cell]:
+        return self.pages.status_fields()
+
+    def not_ready(self) -> list[str]:
+        return self.pages.not_ready()
 
     @property
     def catalog_dir(self) -> Path:

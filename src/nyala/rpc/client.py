@@ -65,6 +65,10 @@ class Messenger:
         self._rng = rng or random.Random()
         self._closed = False
 
+    def open_connections(self) -> int:
+        """Connections to peers that are open now (the RPC metrics' outbound gauge)."""
+        return sum(1 for peer in self._peers.values() if peer.live_connection is not None)
+
     async def call(
         self,
         address: str | HostPort,

@@ -12,6 +12,10 @@ Two kinds of handler:
 - a coroutine function runs as its own asyncio task under the caller's deadline: when the
   deadline passes, the task is cancelled and the caller gets TIMED_OUT.
 
+Every call is counted in the server's :class:`~nyala.rpc.metrics.RpcMetrics` (calls, errors
+by status code, latency and queue time per method, bytes), and the task handlers running
+now are listed by :meth:`RpcServer.in_flight` (the web server's ``/rpcz``).
+
 A connection that sends something that is not a valid frame is closed with a logged
 reason; no other connection notices.  Responses produced in one event-loop turn leave in
 one write.
@@ -23,6 +27,7 @@ import asyncio
 import inspect
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -34,6 +39,7 @@ from nyala.errors import InvalidArgument, NotFound, ServiceUnavailable
 from nyala.proto import rpc_pb2
 from nyala.rpc.framing import Frame, FrameDecoder, FrameError, RequestHeader, Sidecar, encode_response
 from nyala.rpc.method import PING, RequestT, ResponseT, RpcMethod
+from nyala.rpc.metrics import UNKNOWN_METHOD, MethodMetrics, RpcMetrics
 from nyala.rpc.options import RpcOptions
 from nyala.rpc.status import error_to_status
 from nyala.rpc.transport import DeadlineTimer, FrameWriter
@@ -53,6 +59,8 @@ class CallContext:
     deadline: float | None
     request_sidecars: list[memoryview]
     response_sidecars: list[Sidecar] = field(default_factory=list)
+    #: ``time.perf_counter()`` when the request arrived (latency, queue time, ``/rpcz``).
+    started: float = 0.0
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (never negative), or None without a deadline."""
@@ -75,17 +83,27 @@ class _Registration:
     method: RpcMethod[Any, Any]
     handler: Callable[[Any, CallContext], Any]
     inline: bool
+    metrics: MethodMetrics
 
 
 class RpcServer:
     """Serves registered methods on one listening address."""
 
-    def __init__(self, options: RpcOptions | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        options: RpcOptions | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        metrics: RpcMetrics | None = None,
+    ) -> None:
+        """``metrics``: where calls are counted (a server's registry); by default nowhere exported."""
         self.options = options or RpcOptions()
         self._ssl = ssl_context
         self._methods: dict[bytes, _Registration] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[_ServerConnection] = set()
+        self.metrics = metrics or RpcMetrics()
+        self.metrics.watch_connections(lambda: len(self._connections))
+        self._unknown = self.metrics.method(UNKNOWN_METHOD)
         #: Coroutine handlers currently running, across all connections.
         self.calls_in_flight = 0
         self.add_method(PING, _ping)
@@ -100,7 +118,7 @@ class RpcServer:
         if key in self._methods:
             raise ValueError(f"method {method.full_name} is registered twice")
         inline = not inspect.iscoroutinefunction(handler)
-        self._methods[key] = _Registration(method, handler, inline)
+        self._methods[key] = _Registration(method, handler, inline, self.metrics.method(method.full_name))
 
     async def start(self, address: str | HostPort = "127.0.0.1:0") -> HostPort:
         """Listen on ``address`` (port 0 picks a free port) and return the bound address."""
@@ -128,6 +146,11 @@ class RpcServer:
             await self._server.wait_closed()
             self._server = None
 
+    def in_flight(self) -> list[CallContext]:
+        """The calls whose (task) handlers are running now, oldest first."""
+        calls = [ctx for conn in self._connections for ctx in conn._running.values()]
+        return sorted(calls, key=lambda ctx: ctx.started)
+
     def _lookup(self, method: bytes) -> _Registration:
         registration = self._methods.get(method)
         if registration is None:
@@ -144,6 +167,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, server: RpcServer) -> None:
         self._server = server
         self._max_frame_bytes = server.options.max_frame_bytes
+        self._metrics = server.metrics
         self._decoder = FrameDecoder(
             RequestHeader,
             server.options.max_frame_bytes,
@@ -186,6 +210,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         return self._decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._metrics.received(nbytes)
         try:
             frames = self._decoder.buffer_updated(nbytes)
         except FrameError as exc:
@@ -203,21 +228,29 @@ class _ServerConnection(asyncio.BufferedProtocol):
     def _start_call(self, frame: Frame[RequestHeader]) -> None:
         """Validate a request and run or start its handler; a bad request is answered at once."""
         header = frame.header
+        started = time.perf_counter()
+        stats = self._server._unknown
         try:
             registration = self._server._lookup(header.method)
+            stats = registration.metrics
+            stats.calls.value += 1
             request: Message = registration.method.request_type()
             try:
                 request.ParseFromString(frame.body)  # type: ignore[arg-type]  # upb takes any buffer
             except DecodeError as exc:
                 raise InvalidArgument(f"request body of {registration.method.full_name} does not parse: {exc}") from exc
-            ctx = CallContext(registration.method.full_name, self._peer, None, frame.sidecars)
+            ctx = CallContext(registration.method.full_name, self._peer, None, frame.sidecars, started=started)
             if registration.inline:
                 response = registration.handler(request, ctx)
                 self._respond_ok(header.call_id, registration, response, ctx)
+                stats.latency.observe(time.perf_counter() - started)
                 return
             self._start_task(header, registration, request, ctx)
         except Exception as exc:
-            self._respond_error(header.call_id, exc, header.method)
+            if stats is self._server._unknown:
+                stats.calls.value += 1
+            self._respond_error(header.call_id, exc, header.method, stats)
+            stats.latency.observe(time.perf_counter() - started)
 
     def _start_task(
         self, header: RequestHeader, registration: _Registration, request: Message, ctx: CallContext
@@ -255,6 +288,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         return following
 
     async def _serve(self, call_id: int, registration: _Registration, request: Message, ctx: CallContext) -> None:
+        stats = registration.metrics
+        stats.queue.observe(time.perf_counter() - ctx.started)
+        method = registration.method.full_name.encode()
         try:
             response = await registration.handler(request, ctx)
         except asyncio.CancelledError:
@@ -262,14 +298,16 @@ class _ServerConnection(asyncio.BufferedProtocol):
             if task is None or task not in self._expired:
                 raise  # the connection is gone or the server is stopping: nobody to answer
             task.uncancel()
+            self._metrics.error(stats.method, rpc_pb2.TIMED_OUT)
             self._respond(call_id, rpc_pb2.TIMED_OUT, f"{ctx.method} did not finish before its deadline", "")
         except Exception as exc:
-            self._respond_error(call_id, exc, registration.method.full_name.encode())
+            self._respond_error(call_id, exc, method, stats)
         else:
             try:
                 self._respond_ok(call_id, registration, response, ctx)
             except Exception as exc:
-                self._respond_error(call_id, exc, registration.method.full_name.encode())
+                self._respond_error(call_id, exc, method, stats)
+        stats.latency.observe(time.perf_counter() - ctx.started)
 
     def _respond_ok(self, call_id: int, registration: _Registration, response: Any, ctx: CallContext) -> None:
         expected = registration.method.response_type
@@ -277,8 +315,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
             raise TypeError(f"handler of {ctx.method} returned {type(response).__name__}, expected {expected.__name__}")
         self._respond(call_id, rpc_pb2.OK, "", "", response.SerializeToString(), ctx.response_sidecars)
 
-    def _respond_error(self, call_id: int, exc: Exception, method: bytes) -> None:
+    def _respond_error(self, call_id: int, exc: Exception, method: bytes, stats: MethodMetrics) -> None:
         code, message, hint = error_to_status(exc)
+        self._metrics.error(stats.method, code)
         if code == rpc_pb2.INTERNAL:
             log.error("handler of %s failed", method.decode(errors="replace"), exc_info=exc)
         self._respond(call_id, code, message, hint)
@@ -294,4 +333,6 @@ class _ServerConnection(asyncio.BufferedProtocol):
         except ValueError as exc:  # a response too big to send is the handler's bug
             log.error("response to call %d from %s: %s", call_id, self._peer, exc)
             pieces = encode_response(call_id, rpc_pb2.INTERNAL, str(exc), "", b"", [], self._max_frame_bytes)
+        # The first piece starts with the frame's length, which counts everything after 8 bytes.
+        self._metrics.sent(int.from_bytes(pieces[0][:4], "big") + 8)
         writer.send(pieces)

@@ -1,4 +1,5 @@
-"""The parts every Nyala server process shares: identity, RPC, the Raft transport, shutdown."""
+"""The parts every Nyala server process shares: identity, RPC, the Raft transport, the web
+server and its metrics registry, shutdown."""
 
 from __future__ import annotations
 
@@ -10,17 +11,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus_client import ProcessCollector
+from prometheus_client.registry import CollectorRegistry
+
 from nyala._version import __version__
 from nyala.common.config import setting
 from nyala.common.hostport import HostPort, parse_address
 from nyala.consensus.core import RaftOptions
-from nyala.consensus.runtime import RaftTransport
+from nyala.consensus.runtime import RaftReplica, RaftTransport
+from nyala.consensus.runtime.metrics import RaftMetrics
+from nyala.errors import InvalidArgument
 from nyala.proto import common_pb2
 from nyala.rpc import Messenger, RpcOptions, RpcServer
+from nyala.rpc.metrics import RpcMetrics
 from nyala.rpc.netfault import active_faults
 from nyala.server.fs import DataDir
+from nyala.web import LogBuffer, WebServer
+from nyala.web.common import ServerFacts, add_common_pages
+from nyala.web.view import Cell
 
-__all__ = ["ServerBase", "ServerOptions"]
+__all__ = ["MASTER_WEB_PORT", "TSERVER_WEB_PORT", "ServerBase", "ServerOptions"]
+
+#: The command line's default web server ports (Kudu's).
+MASTER_WEB_PORT = 8051
+TSERVER_WEB_PORT = 8050
 
 log = logging.getLogger("nyala.server")
 
@@ -38,6 +52,18 @@ class ServerOptions:
     apply_threads: int = setting(
         2, "Threads applying committed entries to state machines (tablet stores block while they write).", "advanced"
     )
+    webserver_port: int = setting(
+        0,
+        "Port of the web server (status pages, JSON, Prometheus metrics); 0 disables it.  The command line "
+        "defaults to 8051 for masters and 8050 for tablet servers.",
+    )
+    webserver_interface: str = setting(
+        "", "Address the web server listens on; empty means the host of rpc_bind_address."
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.webserver_port < 65536:
+            raise InvalidArgument(f"webserver_port must be 0 (disabled) to 65535, got {self.webserver_port}")
 
 
 class ServerBase:
@@ -54,17 +80,31 @@ class ServerBase:
         self.data_dir = DataDir(Path(options.fs_data_dir))
         self.uuid = self.data_dir.uuid
         self.instance = common_pb2.NodeInstancePB(permanent_uuid=self.uuid, instance_seqno=time.time_ns() // 1000)
-        self.rpc = RpcServer(options.rpc)
+        # This server's own registry: several servers may share a process (tests).
+        self.metrics_registry = CollectorRegistry()
+        ProcessCollector(namespace="nyala", registry=self.metrics_registry)
+        self.rpc = RpcServer(options.rpc, metrics=RpcMetrics(self.metrics_registry))
         # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
         self.messenger = Messenger(options.rpc, faults=active_faults())
+        self.rpc.metrics.watch_connections(outbound=self.messenger.open_connections)
         self.apply_pool = ThreadPoolExecutor(options.apply_threads, thread_name_prefix=f"{self.kind}-apply")
         bind = parse_address(options.rpc_bind_address)
         self.transport = RaftTransport(
-            self.uuid, bind, self.messenger, self.rpc, tick_interval_ms=options.raft.raft_tick_interval_ms
+            self.uuid,
+            bind,
+            self.messenger,
+            self.rpc,
+            tick_interval_ms=options.raft.raft_tick_interval_ms,
+            metrics=RaftMetrics(self.metrics_registry),
         )
+        self.transport.metrics.watch(self.replicas)
         self.address = bind
         self.start_time_us = time.time_ns() // 1000
         self._stopped = asyncio.Event()
+        self.logs = LogBuffer()
+        self.web: WebServer | None = WebServer(f"Nyala {self.kind}") if options.webserver_port else None
+        #: Where the web server listens once started (None while disabled or not started).
+        self.http_address: HostPort | None = None
 
     def registration(self) -> common_pb2.ServerRegistrationPB:
         return common_pb2.ServerRegistrationPB(
@@ -73,21 +113,60 @@ class ServerBase:
             start_time_us=self.start_time_us,
         )
 
+    def replicas(self) -> list[RaftReplica]:
+        """The Raft replicas this process runs now (tablets, or the master's catalog)."""
+        return [e for e in self.transport.registered() if isinstance(e, RaftReplica)]
+
     async def start(self) -> HostPort:
-        """Listen, start the subclass's work, then announce the server in server.json."""
+        """Listen (RPC, then HTTP), start the subclass's work, then announce the server in server.json.
+
+        The web server starts before the subclass's work, so that its pages show a tablet
+        server's tablets while they bootstrap.
+        """
+        self.logs.attach()
         self.address = await self.rpc.start(self.options.rpc_bind_address)
         self.transport.address = self.address
         self.transport.start()
+        if self.web is not None:
+            await self._start_web(self.web)
         await self._start()
-        self.data_dir.write_status(self.kind, str(self.address))
-        log.info("%s %s listening on %s", self.kind, self.uuid, self.address)
+        http = str(self.http_address) if self.http_address is not None else ""
+        self.data_dir.write_status(self.kind, str(self.address), http)
+        log.info("%s %s listening on %s%s", self.kind, self.uuid, self.address, f", http://{http}" if http else "")
         return self.address
+
+    async def _start_web(self, web: WebServer) -> None:
+        facts = ServerFacts(
+            kind=self.kind,
+            uuid=self.uuid,
+            version=__version__,
+            started_s=self.start_time_us / 1e6,
+            status=self._status_fields,
+            not_ready=self.not_ready,
+            registry=self.metrics_registry,
+            rpc=self.rpc,
+            logs=self.logs,
+        )
+        add_common_pages(web, facts)
+        self._add_pages(web)
+        host = self.options.webserver_interface or self.address.host
+        self.http_address = await web.start(host, self.options.webserver_port)
+
+    def _status_fields(self) -> dict[str, Cell]:
+        fields: dict[str, Cell] = {
+            "rpc_address": str(self.address),
+            "http_address": "" if self.http_address is None else str(self.http_address),
+        }
+        fields.update(self.status_fields())
+        return fields
 
     async def stop(self) -> None:
         """Stop serving and release everything; safe to call twice."""
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.web is not None:
+            await self.web.stop()
         await self._stop()
         await self.transport.close()
         await self.rpc.stop()
@@ -95,6 +174,7 @@ class ServerBase:
         self.apply_pool.shutdown(wait=True)
         self.data_dir.close()
         log.info("%s %s stopped", self.kind, self.uuid)
+        self.logs.detach()
 
     async def run(self) -> None:
         """Start, then serve until SIGTERM or SIGINT, then stop cleanly."""
@@ -113,3 +193,14 @@ class ServerBase:
 
     async def _stop(self) -> None:
         """Subclass hook: stop background tasks, close state (before RPC goes away)."""
+
+    def _add_pages(self, web: WebServer) -> None:
+        """Subclass hook: add the server's own pages (called once, before the web server listens)."""
+
+    def status_fields(self) -> dict[str, Cell]:
+        """Subclass hook: role, location and the like, for /status and the home page."""
+        return {}
+
+    def not_ready(self) -> list[str]:
+        """Subclass hook: why the server cannot serve yet (empty when it can), for /healthz."""
+        return []

@@ -4,7 +4,7 @@
 (Kudu's instance file): the uuid names the server in every Raft config.  ``LOCK`` is held
 with ``flock`` for the life of the process, so two servers can never share one directory.
 ``server.json`` is rewritten atomically once the server listens, telling supervisors (the
-local cluster, MiniCluster) its uuid, address and pid.
+local cluster, MiniCluster) its uuid, RPC and HTTP addresses and pid.
 
 Offline tools (``nyala local-replica``) open a stopped server's directory with
 :class:`OfflineDataDir`: it takes the same ``LOCK``, so it refuses a directory a running server
@@ -41,6 +41,8 @@ class ServerStatus:
     uuid: str
     rpc_address: str
     pid: int
+    #: host:port of the web server; "" when it is disabled (and in files of older servers).
+    http_address: str = ""
 
     @classmethod
     def read(cls, directory: Path) -> ServerStatus | None:
@@ -81,8 +83,8 @@ class DataDir:
             raise Corruption(f"instance file {path} does not hold a uuid: {text[:40]!r}")
         return text
 
-    def write_status(self, kind: str, rpc_address: str) -> None:
-        status = ServerStatus(kind, self.uuid, rpc_address, os.getpid())
+    def write_status(self, kind: str, rpc_address: str, http_address: str = "") -> None:
+        status = ServerStatus(kind, self.uuid, rpc_address, os.getpid(), http_address)
         write_atomically(self.path / STATUS_FILE, json.dumps(asdict(status)).encode())
 
     def clear_status(self) -> None:

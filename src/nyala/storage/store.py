@@ -203,6 +203,21 @@ class DuckDBTabletStore:
         frozen = len(self._frozen) if self._frozen is not None else 0
         return frozen + (len(self._mrs) if self._mrs is not None else 0)
 
+    def memrowset_bytes(self) -> int:
+        """Arrow buffer bytes of the rows held in memory (the MemRowSet and a frozen one)."""
+        frozen = self._frozen.nbytes if self._frozen is not None else 0
+        return frozen + (self._mrs.nbytes if self._mrs is not None else 0)
+
+    def file_size_bytes(self) -> int:
+        """Bytes of the tablet's DuckDB file and its WAL on disk."""
+        total = 0
+        for path in (self.path, self.path + ".wal"):
+            try:
+                total += os.path.getsize(path)
+            except FileNotFoundError:
+                pass
+        return total
+
     def wal_size_bytes(self) -> int:
         """Size of this tablet's DuckDB WAL: what a checkpoint would fold into the file."""
         try:

@@ -7,6 +7,12 @@ and tablet servers .10 and up on port 7050.  Servers are
 :class:`~nyala.testing.process.ServerProcess` children; a server is ready once its
 ``server.json`` appears and it answers ``Ping``.
 
+**Web servers.**  Each server also serves HTTP on its own address, on its RPC port plus
+:data:`WEB_PORT_OFFSET` (masters 8051, tablet servers 8050, 8051, ... beside RPC ports 7050,
+7051, ...), so web ports never collide either; :attr:`ClusterServer.http_address` and
+:attr:`ClusterServer.url` say where, and ``server.json`` records the bound address.
+``MiniClusterOptions(webserver=False)`` starts every server with ``--webserver-port 0``.
+
 **Locations.**  ``MiniCluster(root, locations={"/dc1/rack1": 2, "/dc1/rack2": 2})`` gives each
 location one address of the block (.10, .11, ... in the order given) shared by its tablet
 servers on ports 7050, 7051, ...; the masters run a generated mapping script
@@ -61,6 +67,8 @@ TSERVER_PORT = 7050
 #: Where clients on this machine connect from (the kernel's source address on loopback).
 CLIENT_HOST = "127.0.0.1"
 MAX_TSERVERS_PER_LOCATION = 100
+#: A server's web port is its RPC port plus this (7051 -> 8051, 7050 -> 8050: Kudu's defaults).
+WEB_PORT_OFFSET = 1000
 
 LocationsSpec = Mapping[str, int] | Sequence[str] | Sequence[tuple[str, int]] | str
 
@@ -128,6 +136,9 @@ class MiniClusterOptions:
     #: Start every server obeying a network fault control file, so that tests can cut links
     #: (:meth:`MiniCluster.partition`).  Test clusters only: a detached cluster refuses it.
     network_faults: bool = False
+    #: Serve the web pages and metrics (RPC port + WEB_PORT_OFFSET); False starts every
+    #: server with ``--webserver-port 0``.
+    webserver: bool = True
 
     @property
     def storage_threads(self) -> int:
@@ -148,6 +159,15 @@ class ClusterServer:
     process: ServerProcess
     #: The tablet server's location ("" without locations, and for masters).
     location: str = ""
+    #: Where its web server listens (None when the cluster runs without web servers).
+    http_address: HostPort | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL of the server's web pages; RuntimeError when it has none."""
+        if self.http_address is None:
+            raise RuntimeError(f"{self.kind} {self.index} runs without a web server")
+        return f"http://{self.http_address}"
 
     @property
     def uuid(self) -> str:
@@ -222,11 +242,12 @@ class MiniCluster:
         env = dict(self.options.env)
         if self._partitions is not None:
             env.update(self._partitions.add_server(f"{kind}-{index}", address))
+        http = HostPort(address.host, address.port + WEB_PORT_OFFSET) if self.options.webserver else None
         process = ServerProcess(
-            f"{kind}-{index}", self._argv(kind, address, data_dir), self.root / "logs" / f"{kind}-{index}.log",
+            f"{kind}-{index}", self._argv(kind, address, data_dir, http), self.root / "logs" / f"{kind}-{index}.log",
             env=env, owned=not self.options.detached,
         )  # fmt: skip
-        return ClusterServer(kind, index, address, data_dir, process, location)
+        return ClusterServer(kind, index, address, data_dir, process, location, http)
 
     def location_host(self, slot: int) -> str:
         """The address shared by the tablet servers of the ``slot``-th location."""
@@ -281,6 +302,10 @@ class MiniCluster:
         temporary.chmod(0o755)
         temporary.replace(path)  # atomic: a master never runs a half-written script
 
+    def urls(self) -> dict[str, str]:
+        """Each server's RPC address and the base URL of its web pages (servers with one)."""
+        return {str(s.address): s.url for s in self._all() if s.http_address is not None}
+
     @property
     def master_addresses(self) -> list[HostPort]:
         return [m.address for m in self.masters]
@@ -289,7 +314,7 @@ class MiniCluster:
     def master_addresses_flag(self) -> str:
         return ",".join(str(a) for a in self.master_addresses)
 
-    def _argv(self, kind: str, address: HostPort, data_dir: Path) -> list[str]:
+    def _argv(self, kind: str, address: HostPort, data_dir: Path, http: HostPort | None = None) -> list[str]:
         o = self.options
         argv = [
             sys.executable, "-m", "nyala", kind, "start",
@@ -299,6 +324,7 @@ class MiniCluster:
             "--heartbeat-interval-ms", str(o.heartbeat_interval_ms),
             "--raft-tick-interval-ms", str(o.raft_tick_interval_ms),
             "--raft-heartbeat-interval-ms", str(o.raft_heartbeat_interval_ms),
+            "--webserver-port", str(http.port if http is not None else 0),
         ]  # fmt: skip
         if kind == "master" and o.locations:
             argv += ["--location-mapping-cmd", shlex.quote(str(self.mapping_script))]
@@ -363,6 +389,7 @@ class MiniCluster:
             "options": {k: v for k, v in asdict(self.options).items() if k not in {"env"}},
             "masters": [str(m.address) for m in self.masters],
             "tservers": [str(t.address) for t in self.tservers],
+            "http": self.urls(),
             "locations": {name: [str(t.address) for t in self.tservers_in(name)] for name in self.locations},
         }
         (self.root / CLUSTER_FILE).write_text(json.dumps(description, indent=2) + "\n")

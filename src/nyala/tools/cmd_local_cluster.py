@@ -4,6 +4,10 @@ Masters listen on 127.0.0.1, .2, ... port 7051 and tablet servers on 127.0.0.10,
 port 7050; everything lives under ``--dir`` (default ./nyala-data).  The servers keep running
 after the command returns; ``stop`` and ``status`` find them again through the directory.
 Starting a directory that already holds a cluster restarts that cluster as it was.
+Every server also serves its web pages and Prometheus metrics on its RPC port plus 1000
+(masters http://127.0.0.1:8051, tablet servers http://127.0.0.10:8050, ...); ``start`` prints
+the URLs and ``status --format json`` maps each server's RPC address to its URL under
+``"http"``.
 
 ``--locations /dc1/rack1:2,/dc1/rack2:2`` gives each location one address (127.0.0.10, .11,
 ...) shared by its tablet servers (ports 7050, 7051, ...) and makes the masters map addresses
@@ -86,6 +90,10 @@ def start(
         click.echo(f"  {location}: {','.join(str(t.address) for t in cluster.tservers_in(location))}")
     if cluster.options.client_location:
         click.echo(f"clients on this machine are in {cluster.options.client_location}")
+    click.echo("web:")
+    for server in [*cluster.masters, *cluster.tservers]:
+        if server.http_address is not None:
+            click.echo(f"  {server.process.name:<12} {server.url}")
     click.echo(f"logs:     {root / 'logs'}")
 
 
@@ -117,6 +125,7 @@ def status(root: Path, fmt: str) -> None:
                     },
                     "client_location": cluster.options.client_location,
                     "running": running,
+                    "http": cluster.urls(),
                 },
                 indent=2,
             )

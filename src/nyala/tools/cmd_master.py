@@ -13,7 +13,7 @@ from nyala.errors import NyalaError
 from nyala.master import Master, MasterOptions
 from nyala.rpc.loop import run
 from nyala.rpc.netfault import install_from_environment
-from nyala.server import ServerOptions
+from nyala.server import MASTER_WEB_PORT, ServerOptions
 from nyala.server.lifeline import hold_lifeline
 
 __all__ = ["master"]
@@ -80,6 +80,18 @@ def master() -> None:
 @click.option("--default-num-replicas", default=3, show_default=True, type=int)
 @click.option("--max-create-tablets-per-ts", default=60, show_default=True, type=click.IntRange(min=1))
 @click.option(
+    "--webserver-port",
+    default=MASTER_WEB_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the web server (status pages, JSON under /api, Prometheus /metrics); 0 disables it.",
+)
+@click.option(
+    "--webserver-interface",
+    default="",
+    help="Address the web server listens on (default: the host of --rpc-bind-address).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -99,6 +111,8 @@ def start(
     location_mapping_timeout_ms: int,
     default_num_replicas: int,
     max_create_tablets_per_ts: int,
+    webserver_port: int,
+    webserver_interface: str,
     log_level: str,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
@@ -110,6 +124,8 @@ def start(
             server=ServerOptions(
                 fs_data_dir=fs_data_dir,
                 rpc_bind_address=rpc_bind_address,
+                webserver_port=webserver_port,
+                webserver_interface=webserver_interface,
                 raft=RaftOptions(
                     raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
                 ),

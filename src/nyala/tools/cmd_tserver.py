@@ -11,6 +11,7 @@ from nyala.consensus.core import RaftOptions
 from nyala.errors import NyalaError
 from nyala.rpc.loop import run
 from nyala.rpc.netfault import install_from_environment
+from nyala.server import TSERVER_WEB_PORT
 from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.tools._format import UnderscoreGroup
@@ -142,6 +143,18 @@ def tserver() -> None:
     help="Rows a tablet's MemRowSet holds before it is flushed to DuckDB; 0 writes every batch to DuckDB.",
 )
 @click.option(
+    "--webserver-port",
+    default=TSERVER_WEB_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port of the web server (status pages, JSON under /api, Prometheus /metrics); 0 disables it.",
+)
+@click.option(
+    "--webserver-interface",
+    default="",
+    help="Address the web server listens on (default: the host of --rpc-bind-address).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -168,6 +181,8 @@ def start(
     log_max_segments_to_retain: int,
     log_cache_entries: int,
     flush_threshold_rows: int,
+    webserver_port: int,
+    webserver_interface: str,
     log_level: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
@@ -178,6 +193,8 @@ def start(
         options = TabletServerOptions(
             fs_data_dir=fs_data_dir,
             rpc_bind_address=rpc_bind_address,
+            webserver_port=webserver_port,
+            webserver_interface=webserver_interface,
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,

@@ -117,6 +117,7 @@ class TabletServerOptions(ServerOptions):
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in (
             "heartbeat_interval_ms",
             "heartbeat_rpc_timeout_ms",

@@ -185,6 +185,14 @@ class ScannerRegistry:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def sessions(self) -> list[ScanSession]:
+        """The open scanners, for the web pages."""
+        return list(self._sessions.values())
+
+    def now(self) -> float:
+        """The clock scanners' ``last_access`` is measured on."""
+        return self._clock()
+
     def start(self) -> None:
         self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="scanner-reaper")
 

@@ -22,6 +22,9 @@ from nyala.tserver.tablet_copy_client import CopyCounters, TabletCopyClient, Thr
 from nyala.tserver.tablet_copy_leader import TabletCopyRequester
 from nyala.tserver.tablet_copy_service import TabletCopyService
 from nyala.tserver.tablet_copy_source import TabletCopySourceManager
+from nyala.tserver.web import TabletServerPages
+from nyala.web import WebServer
+from nyala.web.view import Cell
 
 __all__ = ["TabletServer"]
 
@@ -105,6 +108,23 @@ class TabletServer(ServerBase):
         self.transport.on_unknown_group = self._unknown_group
         TabletCopyService(self.uuid, self.copy_sources, self.tablets).register(self.rpc)
         self._maintenance: asyncio.Task[None] | None = None
+        self.pages = TabletServerPages(
+            self.tablets,
+            self.scanners,
+            self.heartbeater,
+            self.transport.directory,
+            options,
+            lambda: self.heartbeater.own_location,
+        )
+
+    def _add_pages(self, web: WebServer) -> None:
+        self.pages.add_to(web)
+
+    def status_fields(self) -> dict[str, Cell]:
+        return self.pages.status_fields()
+
+    def not_ready(self) -> list[str]:
+        return self.pages.not_ready()
 
     def _identity(self) -> tuple[common_pb2.NodeInstancePB, common_pb2.ServerRegistrationPB]:
         return self.instance, self.registration()

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -25,6 +26,7 @@ from nyala.wal.format import (
     encode_truncate_marker,
 )
 from nyala.wal.index import LogIndex
+from nyala.wal.metrics import WalMetrics, unexported
 from nyala.wal.options import WalOptions
 from nyala.wal.reader import BatchReader
 from nyala.wal.recovery import recover
@@ -44,9 +46,12 @@ class Log:
     with the rest of its group (one loop wake-up per group, not per append).
     """
 
-    def __init__(self, directory: str, tablet_id: str, options: WalOptions, anchors: LogAnchorRegistry) -> None:
+    def __init__(
+        self, directory: str, tablet_id: str, options: WalOptions, anchors: LogAnchorRegistry, metrics: WalMetrics
+    ) -> None:
         """Use :meth:`open`."""
         self.directory = directory
+        self.metrics = metrics
         self.tablet_id = tablet_id
         self.options = options
         self.anchors = anchors
@@ -73,6 +78,7 @@ class Log:
         self._committer = GroupCommitter(
             f"wal-append-{tablet_id}", self._write_group, group_bytes, options.append_queue_max_bytes
         )
+        metrics.track(self)
 
     @classmethod
     def open(
@@ -81,6 +87,7 @@ class Log:
         tablet_id: str,
         options: WalOptions | None = None,
         anchors: LogAnchorRegistry | None = None,
+        metrics: WalMetrics | None = None,
     ) -> Log:
         """Open (creating when missing) and recover the log in ``directory``.
 
@@ -90,7 +97,7 @@ class Log:
         _check_tablet_id(tablet_id)
         path = os.fspath(directory)
         _make_directory(path)
-        return cls(path, tablet_id, options or WalOptions(), anchors or LogAnchorRegistry())
+        return cls(path, tablet_id, options or WalOptions(), anchors or LogAnchorRegistry(), metrics or unexported())
 
     # -- appending --------------------------------------------------------------------------
 
@@ -243,14 +250,21 @@ class Log:
         needed = len(header) + len(payload) + FOOTER_SIZE
         if segment.has_records and segment.offset + needed > self.options.segment_size_bytes:
             segment = self._roll_over()
+        metrics = self.metrics
         try:
             offset = segment.write(header, payload)
             if self.options.fsync_enabled:
+                started = time.perf_counter()
                 segment.sync()
+                metrics.fsync_latency.observe(time.perf_counter() - started)
         except OSError as exc:
             raise IOFailure(f"{segment.path}: write or sync failed: {exc.strerror}") from exc
+        metrics.appends.inc(len(group))
+        metrics.group_size.observe(len(group))
+        metrics.written_bytes.inc(len(header) + len(payload))
         index, seqno = self._index, segment.seqno
         updates = _index_updates(group)
+        metrics.entries.inc(sum(last - first + 1 for first, last, runs in updates if runs is not None))
         with self._state_lock:
             for first, last, runs in updates:
                 if runs is None:
@@ -357,6 +371,12 @@ class Log:
 
     # -- segments and GC --------------------------------------------------------------------
 
+    @property
+    def segment_count(self) -> int:
+        """Segment files of the log: the closed ones and the active one (0 once closed)."""
+        with self._state_lock:
+            return 0 if self._closed else len(self._segments) + 1
+
     def segments(self) -> list[SegmentInfo]:
         """Closed segments, oldest first, then the active one."""
         with self._state_lock:
@@ -381,6 +401,8 @@ class Log:
                 del self._segments[:count]
                 self._index.drop_segments_through(victims[-1].seqno)
         self._delete_files(victims)
+        if victims:
+            self.metrics.segments_gc.inc(len(victims))
         return victims
 
     def _delete_files(self, victims: list[SegmentInfo]) -> None:

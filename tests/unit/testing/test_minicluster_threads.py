@@ -32,3 +32,25 @@ def test_only_tablet_servers_are_started_with_storage_threads(tmp_path: Path) ->
 def test_a_negative_thread_count_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="tserver_storage_threads must be >= 0"):
         MiniCluster(tmp_path, MiniClusterOptions(tserver_storage_threads=-1))
+
+
+def test_web_ports_sit_beside_rpc_ports_so_servers_never_collide(tmp_path: Path) -> None:
+    mc = MiniCluster(tmp_path, MiniClusterOptions(num_masters=3, ip_block=(7, 9)), locations={"/a": 2, "/b": 1})
+    servers = [*mc.masters, *mc.tservers]
+    urls = mc.urls()
+    assert urls["127.7.9.1:7051"] == "http://127.7.9.1:8051"
+    assert urls["127.7.9.10:7051"] == "http://127.7.9.10:8051"  # the second server of location /a
+    assert len({s.http_address for s in servers}) == len(servers)
+    for server in servers:
+        argv = server.process.argv
+        assert server.http_address is not None
+        assert argv[argv.index("--webserver-port") + 1] == str(server.address.port + 1000)
+
+
+def test_a_cluster_without_web_servers_disables_them(tmp_path: Path) -> None:
+    mc = MiniCluster(tmp_path, MiniClusterOptions(ip_block=(7, 9), webserver=False))
+    argv = mc.tservers[0].process.argv
+    assert argv[argv.index("--webserver-port") + 1] == "0"
+    assert mc.urls() == {}
+    with pytest.raises(RuntimeError, match="without a web server"):
+        _ = mc.masters[0].url

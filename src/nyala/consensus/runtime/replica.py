@@ -148,6 +148,9 @@ class RaftReplica:
         self._transport = transport
         self._executor = executor
         self._options = options
+        self._metrics = transport.metrics
+        #: Loop time at which this leader proposed each entry still uncommitted (commit latency).
+        self._proposed_at: dict[int, float] = {}
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         # Readies taken but not yet durable, in order, with what their persistence waits on.
@@ -222,7 +225,9 @@ class RaftReplica:
         options = options or ReplicaOptions()
         cmeta = ConsensusMetadata.load(directory)
         anchors = LogAnchorRegistry()
-        wal = await asyncio.to_thread(Log.open, directory / WAL_DIR, group_id, options.wal, anchors)
+        wal = await asyncio.to_thread(
+            Log.open, directory / WAL_DIR, group_id, options.wal, anchors, transport.metrics.wal
+        )
         try:
             state = _persistent_state(cmeta, wal, state_machine.applied_index(), options.log_cache_entries)
             core = RaftCore(group_id, peer_id, state, rng or random.Random(), options.raft)
@@ -345,6 +350,7 @@ class RaftReplica:
         op = self._core.propose(payload)
         future: asyncio.Future[Any] = self._loop.create_future()
         self._pending[op.index] = (op.term, future)
+        self._proposed_at[op.index] = self._loop.time()
         self._kick()
         try:
             return await future
@@ -558,20 +564,33 @@ class RaftReplica:
             self._transport.send(ready.messages_after_sync)
             self._note_changes(ready)
             if ready.committed_entries:
+                if self._proposed_at:
+                    self._note_committed(ready.committed_entries)
                 self._to_apply.extend(ready.committed_entries)
                 self._apply_wake.set()
             self._core.advance(ready)
             self._kick()  # the leader's own entries now count: commit may move
 
+    def _note_committed(self, entries: Sequence[LogEntry]) -> None:
+        now = self._loop.time()
+        latency = self._metrics.commit_latency
+        for entry in entries:
+            proposed = self._proposed_at.pop(entry.index, None)
+            if proposed is not None:
+                latency.observe(now - proposed)
+
     def _note_changes(self, ready: Ready) -> None:
         if ready.soft_state is not None:
+            old = (self.role, self.leader_id, self.term)
             self.role, self.leader_id, self.term = (
                 ready.soft_state.role,
                 ready.soft_state.leader_id,
                 ready.soft_state.term,
             )
+            self._metrics.note_soft_state(old, (self.role, self.leader_id, self.term))
             if self.role is not Role.LEADER:
                 self._drop_reads()
+                self._proposed_at.clear()  # entries of a lost term commit (or not) under another leader
         if ready.active_config is not None:
             self.active_config = ready.active_config
         for read in ready.read_states:

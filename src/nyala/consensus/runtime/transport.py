@@ -25,6 +25,7 @@ from typing import Protocol
 from nyala.common.hostport import HostPort
 from nyala.consensus.core import Message
 from nyala.consensus.runtime.codec import decode_message, encode_message
+from nyala.consensus.runtime.metrics import RaftMetrics
 from nyala.errors import InvalidArgument, NyalaError
 from nyala.proto import common_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
@@ -88,8 +89,11 @@ class RaftTransport:
         tick_interval_ms: int = 100,
         deliver_timeout_s: float = 5.0,
         max_inflight_delivers: int = 2,
+        metrics: RaftMetrics | None = None,
     ) -> None:
+        """``metrics``: where the process's replicas count (a server's registry); by default nowhere exported."""
         self.uuid = uuid
+        self.metrics = metrics or RaftMetrics()
         self.address = address
         self.directory = directory or PeerDirectory()
         self._messenger = messenger
@@ -121,6 +125,10 @@ class RaftTransport:
 
     def unregister(self, group_id: str) -> None:
         self._endpoints.pop(group_id, None)
+
+    def registered(self) -> list[RaftEndpoint]:
+        """The replicas registered now."""
+        return list(self._endpoints.values())
 
     def start(self) -> None:
         """Start ticking every registered replica once per tick interval."""

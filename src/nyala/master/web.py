@@ -1,0 +1,337 @@
+"""The master's web pages: tables, a table's tablets, tablet servers, masters, locations.
+
+Every page reads what the master keeps in memory: the leader's catalog and replica reports
+(:class:`~nyala.master.leader.LeaderView`), the tablet-server registry
+(:class:`~nyala.master.ts_manager.TSManager`) and the master peers.  Catalog pages need the
+ready leader; a follower answers them 503 naming the leader's RPC address (the tablet
+servers and masters pages answer on every master).  Long lists are paged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from nyala.catalog import TableInfo, TabletInfo
+from nyala.common.hostport import HostPort
+from nyala.errors import NotFound, NyalaError
+from nyala.master.catalog_manager import CatalogManager
+from nyala.master.leader import LeaderView
+from nyala.master.peers import MasterPeers
+from nyala.master.replicas import ReplicaReport
+from nyala.master.ts_manager import TSDescriptor, TSManager
+from nyala.placement import Verdict, check_placement
+from nyala.proto import common_pb2
+from nyala.proto import master_pb2 as mpb
+from nyala.proto import tserver_pb2 as tpb
+from nyala.rpc import Messenger
+from nyala.services import GET_MASTER_REGISTRATION
+from nyala.web import Badge, Fields, Link, Page, PageRequest, Table, WebServer
+from nyala.web.view import Cell, paged
+
+__all__ = ["MasterPages"]
+
+#: Longest a masters page waits for another master's answer.
+PEER_TIMEOUT_S = 1.0
+#: Tablets of a table whose placement is checked on the locations page, at most (a summary).
+NO_LOCATION = "(none)"
+
+
+def role_name(role: int) -> str:
+    return str(common_pb2.RaftRolePB.Name(role)) if role in common_pb2.RaftRolePB.values() else str(role)
+
+
+def _enum_name(enum: object, value: int) -> str:
+    try:
+        return str(enum.Name(value))  # type: ignore[attr-defined]
+    except ValueError:
+        return str(value)
+
+
+def _state_badge(text: str, good: Sequence[str] = ("RUNNING",), warn: Sequence[str] = ()) -> Badge:
+    if text in good:
+        return Badge(text, "good")
+    return Badge(text, "warn" if text in warn else "bad")
+
+
+class MasterPages:
+    """Builds the master's pages; :meth:`add_to` registers them on the web server."""
+
+    def __init__(
+        self,
+        uuid: str,
+        catalog_manager: CatalogManager,
+        ts_manager: TSManager,
+        peers: MasterPeers,
+        messenger: Messenger,
+        fatal: Callable[[], BaseException | None],
+    ) -> None:
+        """``fatal`` tells why the sys catalog could not open (None while it opens or once it did)."""
+        self.uuid = uuid
+        self.catalog_manager = catalog_manager
+        self.ts_manager = ts_manager
+        self.peers = peers
+        self.messenger = messenger
+        self.fatal = fatal
+
+    def add_to(self, web: WebServer) -> None:
+        web.page("/tables", self.tables, paged=True, nav="Tables")
+        web.page("/tables/{table_id}", self.table, paged=True)
+        web.page("/tservers", self.tservers, paged=True, nav="Tablet servers")
+        web.page("/masters", self.masters, nav="Masters")
+        web.page("/locations", self.locations, nav="Locations")
+
+    def _view(self) -> LeaderView:
+        return self.catalog_manager.leader()  # NotTheLeader (503 naming the leader) on followers
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def tables(self, request: PageRequest) -> Page:
+        view = self._view()
+        offset, limit = request.query.page()
+        tables = view.catalog.live_tables()
+
+        def row(table: TableInfo) -> list[Cell]:
+            tablets = view.catalog.tablets_of(table.table_id)
+            states = Counter(_enum_name(mpb.SysTabletsEntryPB.State, t.state) for t in tablets)
+            state = _enum_name(mpb.SysTablesEntryPB.State, table.entry.state)
+            return [
+                Link(table.name, f"/tables/{table.table_id}"),
+                table.table_id,
+                _state_badge(state, warn=("PREPARING", "ALTERING")),
+                table.num_replicas,
+                len(tablets),
+                ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+                _partitioning(table),
+                table.version,
+            ]
+
+        columns = ["name", "id", "state", "replication_factor", "tablets", "tablet_states", "partitioning", "version"]
+        return Page(
+            "Tables",
+            [
+                Fields("summary", {"tables": len(tables), "tablets": sum(1 for t in view.catalog.all_tablets())}),
+                paged("tables", columns, tables, row, offset, limit),
+            ],
+        )
+
+    def table(self, request: PageRequest) -> Page:
+        view = self._view()
+        table_id = request.path["table_id"]
+        table = view.catalog.table(table_id) or view.catalog.table_by_name(table_id)
+        if table is None or table.removed:
+            raise NotFound(f"no table with id or name {table_id!r}")
+        offset, limit = request.query.page()
+        tablets = view.catalog.tablets_of(table.table_id)
+        schema = Table(
+            "schema",
+            ["column", "type", "nullable", "key"],
+            [[c.name, str(c.type), c.nullable, table.schema.is_key(c.name)] for c in table.schema.columns],
+            "Schema",
+        )
+        about = Fields(
+            "table",
+            {
+                "name": table.name,
+                "id": table.table_id,
+                "state": _enum_name(mpb.SysTablesEntryPB.State, table.entry.state),
+                "replication_factor": table.num_replicas,
+                "schema_version": table.version,
+                "partitioning": _partitioning(table),
+                "tablets": len(tablets),
+            },
+        )
+        columns = ["tablet_id", "partition", "state", "leader", "replicas"]
+        return Page(
+            f"Table {table.name}",
+            [about, schema, paged("tablets", columns, tablets, lambda t: self._tablet_row(view, t), offset, limit,
+                                  "Tablets")],
+        )  # fmt: skip
+
+    def _tablet_row(self, view: LeaderView, tablet: TabletInfo) -> list[Cell]:
+        reports = view.replicas.reports(tablet.tablet_id)
+        leader = view.leader_of(tablet)
+        replicas = [self._replica_text(uuid, reports.get(uuid), leader) for uuid in tablet.replicas]
+        state = _enum_name(mpb.SysTabletsEntryPB.State, tablet.state)
+        return [
+            tablet.tablet_id,
+            _partition_text(tablet),
+            _state_badge(state, warn=("CREATING",)),
+            self._server_name(leader) if leader else Badge("no leader", "bad"),
+            replicas,
+        ]
+
+    def _replica_text(self, uuid: str, report: ReplicaReport | None, leader: str) -> str:
+        ts = self.ts_manager
+        descriptor = ts.get(uuid)
+        where = "unknown server" if descriptor is None else f"{descriptor.address} {descriptor.location or ''}".strip()
+        if report is None:
+            health = "no report"
+        elif report.error:
+            health = f"{_enum_name(tpb.TabletStatePB, report.state)}: {report.error}"
+        else:
+            health = _enum_name(tpb.TabletStatePB, report.state)
+        if descriptor is not None and not ts.is_live(descriptor):
+            health = "server down"
+        role = role_name(report.role) if report is not None else ("LEADER" if uuid == leader else "?")
+        return f"{uuid[:8]} {where} {role} {health}"
+
+    def _server_name(self, uuid: str) -> str:
+        address = self.ts_manager.address_of(uuid)
+        return f"{uuid[:8]} ({address})" if address is not None else uuid[:8]
+
+    # -- tablet servers -----------------------------------------------------------------------
+
+    def tservers(self, request: PageRequest) -> Page:
+        ts = self.ts_manager
+        now = ts.clock()
+        try:
+            view: LeaderView | None = self._view()
+        except NyalaError:
+            view = None  # a follower knows registrations and liveness only
+        counts = {} if view is None else view.catalog.replica_counts()
+        servers = ts.all()
+        offset, limit = request.query.page()
+
+        def row(d: TSDescriptor) -> list[Cell]:
+            live = ts.is_live(d)
+            state = "" if view is None else _enum_name(mpb.TServerStatePB, view.catalog.tserver_state(d.uuid))
+            return [
+                d.uuid,
+                str(d.address),
+                d.location,
+                Badge("live", "good") if live else Badge("dead", "bad"),
+                Badge(state, "warn") if state and state != "NONE" else state,
+                round(d.since_heartbeat_s(now), 1),
+                counts.get(d.uuid) if view is not None else None,
+                d.num_live_tablets,
+                d.registration.software_version,
+            ]
+
+        live = sum(1 for d in servers if ts.is_live(d))
+        columns = ["uuid", "rpc_address", "location", "liveness", "state", "seconds_since_heartbeat",
+                   "replicas", "live_tablets_reported", "version"]  # fmt: skip
+        return Page(
+            "Tablet servers",
+            [
+                Fields(
+                    "summary",
+                    {
+                        "registered": len(servers),
+                        "live": live,
+                        "dead": len(servers) - live,
+                        "catalog_known": view is not None,
+                    },
+                ),
+                paged("tservers", columns, servers, row, offset, limit),
+            ],
+        )
+
+    # -- masters ------------------------------------------------------------------------------
+
+    async def masters(self, request: PageRequest) -> Page:
+        rows = await asyncio.gather(*(self._master_row(a) for a in self.peers.addresses))
+        return Page("Masters", [Table("masters", ["uuid", "rpc_address", "role", "term", "error"], rows)])
+
+    async def _master_row(self, address: HostPort) -> list[Cell]:
+        if address == self.peers.self_address:
+            cm = self.catalog_manager
+            return [self.uuid, str(address), _role_badge(role_name(cm.role)), cm.term, ""]
+        try:
+            answer = await self.messenger.call(
+                address, GET_MASTER_REGISTRATION, mpb.GetMasterRegistrationRequestPB(), timeout=PEER_TIMEOUT_S
+            )
+        except NyalaError as e:
+            return [self.peers.uuid_of(address) or "", str(address), Badge("unreachable", "bad"), None,
+                    f"{type(e).__name__}: {e}"]  # fmt: skip
+        return [answer.instance.permanent_uuid, str(address), _role_badge(role_name(answer.role)), answer.term, ""]
+
+    # -- locations ----------------------------------------------------------------------------
+
+    def locations(self, request: PageRequest) -> Page:
+        view = self._view()
+        ts = self.ts_manager
+        servers = ts.all()
+        location_of = {d.uuid: d.location or NO_LOCATION for d in servers}
+        per_location: dict[str, list[int]] = {}  # location -> [servers, live, replicas]
+        counts = view.catalog.replica_counts()
+        for d in servers:
+            entry = per_location.setdefault(location_of[d.uuid], [0, 0, 0])
+            entry[0] += 1
+            entry[1] += ts.is_live(d)
+            entry[2] += counts.get(d.uuid, 0)
+        servers_per_location = {loc: n[0] for loc, n in per_location.items()}
+        violations: list[list[Cell]] = []
+        if len(servers_per_location) > 1:
+            for table in view.catalog.live_tables():
+                for tablet in view.catalog.tablets_of(table.table_id):
+                    placed = Counter(location_of[u] for u in tablet.replicas if u in location_of)
+                    check = check_placement(table.num_replicas, placed, servers_per_location)
+                    if check.verdict is not Verdict.MET:
+                        violations.append([table.name, tablet.tablet_id, check.explain()])
+        rows: list[list[Cell]] = [[loc, n[0], n[1], n[2], round(n[2] / n[0], 1) if n[0] else 0.0]
+                                  for loc, n in sorted(per_location.items())]  # fmt: skip
+        offset, limit = request.query.page()
+        return Page(
+            "Locations",
+            [
+                Table("locations", ["location", "servers", "live_servers", "replicas", "replicas_per_server"], rows),
+                Table(
+                    "violations",
+                    ["table", "tablet_id", "problem"],
+                    violations[offset : offset + limit],
+                    "Placement policy violations",
+                    len(violations),
+                    offset,
+                    limit,
+                ),
+            ],
+        )
+
+    # -- health and status --------------------------------------------------------------------
+
+    def status_fields(self) -> dict[str, Cell]:
+        cm = self.catalog_manager
+        return {
+            "role": role_name(cm.role),
+            "term": cm.term,
+            "leader_ready": cm.leader_ready,
+            "leader_rpc_address": cm.leader_address(),
+            "masters": [str(a) for a in self.peers.addresses],
+            "location": "",
+        }
+
+    def not_ready(self) -> list[str]:
+        fatal = self.fatal()
+        if fatal is not None:
+            return [f"the sys catalog failed to open: {fatal}"]
+        cm = self.catalog_manager
+        if cm.replica is None:
+            return ["the sys catalog is still opening"]
+        if cm.role == common_pb2.LEADER and not cm.leader_ready:
+            return ["elected leader, still loading the catalog"]
+        if cm.role != common_pb2.LEADER and not cm.leader_address():
+            return ["no leader master is known"]
+        return []
+
+
+def _role_badge(role: str) -> Badge:
+    return Badge(role, "good" if role == "LEADER" else "plain")
+
+
+def _partitioning(table: TableInfo) -> str:
+    schema = table.partitioner.partition_schema
+    parts = [f"hash({', '.join(d.columns)}) into {d.num_buckets}" for d in schema.hash_dimensions]
+    if schema.range_columns:
+        parts.append(f"range({', '.join(schema.range_columns)}) in {len(table.partitioner.ranges)} ranges")
+    return "; ".join(parts) or "one tablet"
+
+
+def _partition_text(tablet: TabletInfo) -> str:
+    p = tablet.partition
+    text = f"buckets {list(p.hash_buckets)}" if p.hash_buckets else ""
+    bounds = p.range
+    if bounds.lower or bounds.upper:
+        text += f" range [{bounds.lower.hex()[:16] or '-inf'}, {bounds.upper.hex()[:16] or '+inf'})"
+    return text.strip() or "whole table"

@@ -1,0 +1,129 @@
+"""Every server's web pages and metrics on real processes: pages, JSON forms, counters, health."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nyala.client import Partitioning, schema
+from nyala.client.sync import Client
+from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
+from nyala.testing.wait import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+MASTER_PAGES = ["/", "/status", "/healthz", "/rpcz", "/logs", "/tables", "/tservers", "/masters", "/locations"]
+TSERVER_PAGES = ["/", "/status", "/healthz", "/rpcz", "/logs", "/tablets", "/scanners", "/maintenance"]
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def get_json(url: str) -> dict[str, object]:
+    status, body = get(url)
+    assert status == 200, f"{url}: {status} {body[:300]}"
+    data = json.loads(body)
+    assert isinstance(data, dict)
+    return data
+
+
+def metrics(url: str) -> dict[str, float]:
+    """Every sample of a /metrics page, keyed by name and labels, summed over other labels."""
+    status, body = get(url + "/metrics")
+    assert status == 200
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[MiniCluster]:
+    with MiniCluster(tmp_path, MiniClusterOptions(num_masters=1, num_tservers=3)) as mc:
+        yield mc
+
+
+def test_every_page_answers_in_html_and_json_and_counters_move(cluster: MiniCluster) -> None:
+    master, tserver = cluster.masters[0], cluster.tservers[0]
+    client = Client(cluster.master_addresses_flag)
+    try:
+        kv = schema([("id", "int64"), ("v", "string")], primary_key=["id"])
+        for name in ("kv", "other"):
+            client.create_table(name, kv, Partitioning().add_hash_partitions("id", 2), num_replicas=3)
+        before = metrics(tserver.url)
+        table = client.open_table("kv")
+        table.insert([{"id": i, "v": "x"} for i in range(500)])
+        assert table.scanner(["id"]).to_arrow().num_rows == 500
+        after = metrics(tserver.url)
+    finally:
+        client.close()
+
+    for base, pages in ((master.url, MASTER_PAGES), (tserver.url, TSERVER_PAGES)):
+        for path in pages:
+            status, body = get(base + path)
+            assert status == 200, f"{base}{path}: {status} {body[:300]}"
+            assert get_json(base + "/api" + (path if path != "/" else ""))
+            assert get_json(base + path + "?format=json")
+
+    # The master's pages name the tables, their tablets and where each replica is.
+    tables = get_json(master.url + "/api/tables")["tables"]
+    assert isinstance(tables, list)
+    assert sorted(t["name"] for t in tables) == ["kv", "other"]
+    kv_id = next(t["id"] for t in tables if t["name"] == "kv")
+    tablets = get_json(master.url + f"/api/tables/{kv_id}")["tablets"]
+    assert isinstance(tablets, list)
+    assert len(tablets) == 2
+    assert all(len(t["replicas"]) == 3 for t in tablets)
+    servers = get_json(master.url + "/api/tservers")["tservers"]
+    assert isinstance(servers, list)
+    assert {s["liveness"] for s in servers} == {"live"}
+    server_status = get_json(master.url + "/status")["server"]
+    assert isinstance(server_status, dict)
+    assert server_status["role"] == "LEADER"
+    assert server_status["http_address"] == str(master.http_address)
+
+    # The tablet server's pages: its four replicas, one tablet's peers.
+    listed = get_json(tserver.url + "/api/tablets")["tablets"]
+    assert isinstance(listed, list)
+    assert len(listed) == 4
+    one = get_json(tserver.url + f"/api/tablets/{listed[0]['tablet_id']}")
+    assert isinstance(one["peers"], list)
+    assert len(one["peers"]) == 3
+
+    # Writes, scans, elections and the WAL show in the counters.
+    assert after["nyala_rpc_calls_total"] > before["nyala_rpc_calls_total"]
+    assert after["nyala_wal_appends_total"] > before["nyala_wal_appends_total"]
+    assert after["nyala_wal_fsync_duration_seconds_count"] > before["nyala_wal_fsync_duration_seconds_count"]
+    assert after["nyala_rpc_received_bytes_total"] > before["nyala_rpc_received_bytes_total"]
+    leaders = sum(metrics(t.url)["nyala_raft_elections_won_total"] for t in cluster.tservers)
+    assert leaders >= 4  # every tablet elected a leader somewhere
+    assert sum(metrics(t.url).get("nyala_raft_replicas", 0) for t in cluster.tservers) == 12
+    assert metrics(master.url)["nyala_process_resident_memory_bytes"] > 0
+
+    # Bad input: 400 naming the parameter, 404 naming the id; RPC keeps serving.
+    status, body = get(master.url + "/tables?limit=abc")
+    assert status == 400
+    assert "'limit' must be an integer" in body
+    status, body = get(master.url + "/api/tables/no-such-table")
+    assert status == 404
+    assert "no-such-table" in json.loads(body)["error"]
+    status, _ = get(tserver.url + "/tablets/unknown")
+    assert status == 404
+
+    # A tablet server that loses every master says so on /healthz.
+    assert get(tserver.url + "/healthz")[0] == 200
+    cluster.kill(master)
+    wait_for(lambda: get(tserver.url + "/healthz")[0] == 503, what="the tablet server to turn unready", timeout_s=60)
+    assert "no master answers" in get(tserver.url + "/healthz?format=json")[1]
