@@ -98,10 +98,13 @@ class LeaderView:
         for uuid in gone:
             reason = f"removed from the config of tablet {new.tablet_id} at index {after.opid_index}"
             self.evicted[(new.tablet_id, uuid)] = (reason, before.opid_index)
+        # A repair decided on an older config is void: the next report decides again.  One decided
+        # from the very report that carries this config stays: its leader reports again only when
+        # something changes, and the report that made this write may be its last for a long while
+        # (the eviction after a promotion was lost that way whenever the tablet tasks did not run
+        # while this write replicated).
         repair = self.repairs.get(new.tablet_id)
         if repair is not None and repair.cas_config_index < after.opid_index:
-            # Decided on the old config (the report that brought the new one decides on that
-            # one, before it is persisted): the next report decides again.
             del self.repairs[new.tablet_id]
 
     def _tablet_died(self, tablet: TabletInfo) -> None:

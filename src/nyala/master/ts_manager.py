@@ -119,6 +119,11 @@ class TSManager:
         self._servers[uuid] = descriptor
         return descriptor
 
+    def request_full_reports(self) -> None:
+        """Ask every registered server for a full tablet report with its next heartbeat."""
+        for descriptor in self._servers.values():
+            descriptor.full_report_term = -1
+
     def forget(self, uuid: str) -> bool:
         """Drop the server (it was unregistered); True when it was known.  Its next heartbeat is
         answered ``needs_reregister``, so a server that comes back registers again."""

@@ -9,7 +9,9 @@ in the sys catalog, so a new leader master knows it at once.  The server must be
 registered with the leader or named by the catalog (a state entry, or a replica in any
 tablet's committed config); otherwise NotFound.  Entering maintenance twice, or exiting when
 not in it, succeeds without writing anything (as Kudu's ``SetTServerState``), and the answer
-says nothing changed.
+says nothing changed.  Leaving it asks every tablet server for a full tablet report, so that
+the replicas left alone on a server that failed in maintenance are replaced now rather than
+at the next change of their tablets.
 
 Unregistering (Kudu 1.17's ``kudu tserver unregister``) forgets a dead server: it is refused
 for a server the leader still hears from (it would register again at its next heartbeat), and
@@ -87,6 +89,12 @@ class TServerLifecycle:
             if view.catalog.in_maintenance(uuid) == enter:
                 return False
             await self._manager.replicate(view, maintenance_write(uuid, enter, time.time_ns() // 1000))
+            if not enter:
+                # Tablet leaders report a member's health only when it changes: the failures of
+                # a server that stayed down in maintenance were reported (and left alone) long
+                # ago.  Full reports bring them back so the master replaces its replicas now
+                # (Kudu asks every tablet server for a full report here too).
+                self._ts.request_full_reports()
             return True
 
         changed = await self._manager.exclusive(write)

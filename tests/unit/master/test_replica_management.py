@@ -3,17 +3,10 @@ that left their tablet's config."""
 
 from __future__ import annotations
 
-from nyala.catalog import CatalogState, NewTablet, copy_tablet_entry, new_tablet_entry, tablet_mutation
-from nyala.master.leader import LeaderView
 from nyala.master.replica_management import RepairKind, decide, stale_replica_cas
-from nyala.placement import PlacementOptions
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
-from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.schema import Partitioner, PartitionSchema
-
-from .helpers import table_schema
 
 A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 TABLET = "x" * 32
@@ -73,34 +66,3 @@ def test_a_replica_outside_a_newer_catalog_config_is_tombstoned_with_that_index_
     assert stale_replica_cas(A, tpb.RUNNING, config(A, B, C, index=5), catalog) is None  # a member
     # As new as the catalog's: maybe a member being added, whose copy predates its addition.
     assert stale_replica_cas(C, tpb.RUNNING, config(A, B, D, index=9), catalog) is None
-
-
-def running_view(committed: consensus_pb2.RaftConfigPB) -> LeaderView:
-    partition = Partitioner(table_schema(), PartitionSchema()).partitions[0]
-    entry = new_tablet_entry("t" * 32, NewTablet(TABLET, partition, (A, B, C)))
-    entry.state = mpb.SysTabletsEntryPB.RUNNING
-    entry.committed_config.CopyFrom(committed)
-    catalog = CatalogState()
-    catalog.apply(mpb.CatalogWritePB(mutations=[tablet_mutation(TABLET, entry)]))
-    return LeaderView.build(1, catalog, PlacementOptions())
-
-
-def commit_config(view: LeaderView, committed: consensus_pb2.RaftConfigPB) -> None:
-    tablet = view.catalog.tablet(TABLET)
-    assert tablet is not None
-    entry = copy_tablet_entry(tablet.entry)
-    entry.committed_config.CopyFrom(committed)
-    view.commit(mpb.CatalogWritePB(mutations=[tablet_mutation(TABLET, entry)]))
-
-
-def test_the_step_decided_on_the_config_being_persisted_survives_its_commit() -> None:
-    view = running_view(config(A, B, C, index=5))
-    promoted = leader_state(config(A, B, C, D, index=9), {B: cpb.HEALTHY, C: cpb.FAILED, D: cpb.HEALTHY})
-    repair = decide(A, tpb.RUNNING, promoted, 3)
-    assert repair is not None
-    view.repairs[TABLET] = repair
-    commit_config(view, config(A, B, C, D, index=9))  # the report that brought config 9
-    assert view.repairs[TABLET] is repair
-    commit_config(view, config(A, B, D, index=11))  # the eviction: C is to be tombstoned
-    assert TABLET not in view.repairs
-    assert view.evicted == {(TABLET, C): (f"removed from the config of tablet {TABLET} at index 11", 9)}

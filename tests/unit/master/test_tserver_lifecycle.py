@@ -130,3 +130,23 @@ def test_unregister_refuses_live_servers_and_servers_with_replicas_unless_forced
             assert (await listing(c))[spare.uuid].state == mpb.NONE
 
     run(main())
+
+
+def test_exiting_maintenance_asks_every_tablet_server_for_a_full_report(tmp_path: Path) -> None:
+    """Leaders report a member's health only when it changes, so the failure of a server down
+    in maintenance was reported (and left alone) before it left maintenance: full reports
+    bring it back to the master, which can then replace its replicas."""
+
+    async def main() -> None:
+        async with cluster(tmp_path, num_tservers=2) as c:
+            ts = c.tservers[0]
+            await wait_for_async(lambda: all(t.full_reports_sent for t in c.tservers), what="first full reports")
+            assert (await c.call(CHANGE_TSERVER_STATE, change(ts.uuid, CHANGE.ENTER_MAINTENANCE_MODE))).changed
+            before = [t.full_reports_sent for t in c.tservers]
+            assert (await c.call(CHANGE_TSERVER_STATE, change(ts.uuid, CHANGE.EXIT_MAINTENANCE_MODE))).changed
+            await wait_for_async(
+                lambda: all(t.full_reports_sent > n for t, n in zip(c.tservers, before, strict=True)),
+                what="a full report from every tablet server after exiting maintenance",
+            )
+
+    run(main())
