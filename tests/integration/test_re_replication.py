@@ -11,6 +11,7 @@ the placement policy still holds.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,6 +125,15 @@ def test_a_lost_server_is_replaced_in_its_location_with_no_acknowledged_row_lost
         keys.update(probe.scan_ids(probe.leader()))
     missing = sorted(set(writer.acked) - keys)
     assert not missing, f"{len(missing)} acknowledged rows lost, the first {missing[:10]}"
+    # Every tablet healthy, and every replica holding the same rows at one Raft index (ksck
+    # still exits 1: the dead server is registered and unreachable).
+    ksck = CliRunner().invoke(
+        main,
+        ["cluster", "ksck", cluster.master_addresses_flag, "--checksum-scan", "--tables", TABLE, "--format", "json"],
+    )
+    report = json.loads(ksck.output)
+    assert {t["status"] for t in report["tables"]} == {"HEALTHY"}, ksck.output
+    assert [c["result"] for c in report["checksums"]] == ["OK"] * TABLETS, ksck.output
 
 
 def test_a_returning_server_has_its_replaced_replicas_tombstoned(cluster: MiniCluster, client: Client) -> None:
