@@ -23,8 +23,13 @@ and seed 000:
    destination, so no key's balance gets worse.  A state where no such move exists is accepted,
    as Kudu does.
 
+Phases 1 to 3 can each be turned off (Kudu's ``--disable_policy_fixer``,
+``--disable_cross_location_rebalancing``, ``--disable_intra_location_rebalancing``); draining
+always runs, since it is asked for by naming the servers.
+
 Every move is checked against the policy: a move never makes a tablet's layout violate it.
-Planning again on the planned layout yields no moves.  Ties are broken by ``rng``.
+Planning again on the planned layout (with the same options) yields no moves.  Ties are broken
+by ``rng``.
 """
 
 from __future__ import annotations
@@ -88,6 +93,15 @@ class RebalanceOptions:
         True, "Balance each (table, range start key) on its own instead of each table.", "stable"
     )
     max_moves: int = setting(0, "Stop planning after this many moves; 0 plans until balanced.", "stable")
+    disable_policy_fixer: bool = setting(
+        False, "Skip phase 1: leave tablets that violate the placement policy as they are.", "stable"
+    )
+    disable_cross_location_rebalancing: bool = setting(
+        False, "Skip phase 2: do not move replicas between locations to even out their load.", "stable"
+    )
+    disable_intra_location_rebalancing: bool = setting(
+        False, "Skip phase 3: do not move replicas between the servers of one location.", "stable"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,11 +121,14 @@ def plan_moves(cluster: ClusterInfo, rng: Random, options: RebalanceOptions | No
     unfixable: list[str] = []
     try:
         model.drain()
-        unfixable = model.fix_policy()
-        model.balance_across_locations()
-        for location in sorted(model.servers_of):
-            model.balance_keys_within(location)
-            model.balance_totals_within(location)
+        if not options.disable_policy_fixer:
+            unfixable = model.fix_policy()
+        if not options.disable_cross_location_rebalancing:
+            model.balance_across_locations()
+        if not options.disable_intra_location_rebalancing:
+            for location in sorted(model.servers_of):
+                model.balance_keys_within(location)
+                model.balance_totals_within(location)
     except _StopPlanning:
         pass
     return Plan(model.moves, unfixable)
