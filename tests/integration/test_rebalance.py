@@ -2,18 +2,24 @@
 
 The tests run in file order on one cluster: bad input moves nothing; a new location of three
 empty tablet servers joins and the rebalancer spreads the tables onto it while rows are being
-written (no acknowledged row lost, every table within a skew of 1 in each location); then two
-servers are decommissioned with ``--move-replicas-from-ignored-tservers``, stopped and
-unregistered.
+written (no acknowledged row lost, every table within a skew of 1 in each location); a drain
+of two servers is interrupted with SIGINT once a move has started (the moves in flight end,
+none is left half done); then the two servers are decommissioned with
+``--move-replicas-from-ignored-tservers``, stopped and unregistered.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -155,8 +161,62 @@ def test_a_new_location_is_filled_under_write_load_with_no_acknowledged_row_lost
     assert not missing, f"{len(missing)} acknowledged rows lost, the first {missing[:10]}"
 
 
+def leaving_servers(cluster: MiniCluster) -> list[str]:
+    """The two servers to decommission: one of an old location, one of the new."""
+    return [cluster.tservers_in("/dc1/rack1")[1].uuid, cluster.tservers_in(NEW_LOCATION)[0].uuid]
+
+
+def test_ctrl_c_stops_new_moves_and_leaves_none_half_done(cluster: MiniCluster, client: Client) -> None:
+    drain = ("--ignored-tservers", ",".join(leaving_servers(cluster)), "--move-replicas-from-ignored-tservers")
+    argv = [sys.executable, "-m", "nyala", "cluster", "rebalance", cluster.master_addresses_flag, *drain]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(
+        [*argv, "--max-moves-per-server", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lines: list[str] = []  # stderr: the progress lines
+    printed: list[str] = []  # stdout: the summary
+
+    def read(stream: IO[str] | None, into: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            into.append(line)
+
+    readers = [
+        threading.Thread(target=read, args=(process.stderr, lines), daemon=True),
+        threading.Thread(target=read, args=(process.stdout, printed), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        wait_for(lambda: any(line.startswith("started:") for line in lines), what="a move started", timeout_s=120)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    for reader in readers:
+        reader.join(timeout=10)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+    stdout = "".join(printed)
+    assert process.returncode == 130, (stdout, lines)
+    assert stdout.startswith("interrupted;"), stdout
+    started = [line for line in lines if line.startswith("started:")]
+    done = [line for line in lines if line.startswith("DONE")]
+    assert any(line.startswith("interrupted: no new move starts") for line in lines), lines
+    assert len(done) == len(started), lines  # every move in flight was watched to the end
+    # Nothing is left half done: three voters per tablet, no non-voter, no replace mark.
+    current = wait_for(lambda: settled(client), what="every tablet settled", timeout_s=30)
+    for tablets in current.values():
+        for tablet_id in tablets:
+            peers = TabletProbe(cluster, client, tablet_id).leader_state().committed_config.peers
+            assert not any(p.attrs.replace or p.attrs.promote for p in peers), peers
+
+
 def test_two_servers_are_drained_then_unregistered(cluster: MiniCluster, client: Client) -> None:
-    leaving = [cluster.tservers_in("/dc1/rack1")[1], cluster.tservers_in(NEW_LOCATION)[0]]
+    leaving = [s for s in cluster.tservers if s.uuid in leaving_servers(cluster)]
     uuids = [s.uuid for s in leaving]  # read now: a stopped server's status file is gone
     drain = ("--ignored-tservers", ",".join(uuids), "--move-replicas-from-ignored-tservers")
     result = rebalance(cluster, *drain, "--format", "json")
