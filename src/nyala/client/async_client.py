@@ -307,7 +307,8 @@ class AsyncClient:
                 server = self._ctx.meta.servers.get(uuid)
                 address = str(server.address) if server is not None and server.address is not None else ""
                 replicas.append(ReplicaInfo(uuid, address, server.location if server else "", role_name(role)))
-            out.append(TabletInfo(tablet.tablet_id, _describe_partition(info, tablet.partition), tuple(replicas)))
+            described = _describe_partition(info, tablet.partition)
+            out.append(TabletInfo(tablet.tablet_id, described, tuple(replicas), tablet.partition.range.lower))
         return out
 
     async def tablet_info(self, tablet_id: str, *, timeout_s: float | None = None) -> TabletInfo:

@@ -88,11 +88,17 @@ class ReplicaInfo:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TabletInfo:
-    """One tablet of a table with its partition (as text) and replicas."""
+    """One tablet of a table with its partition (as text) and replicas.
+
+    ``range_start`` is the encoded lower bound of the tablet's range partition (every hash
+    bucket of one range shares it): what range-aware placement and rebalancing count replicas
+    by.  It is empty for a table without range columns, and when only the tablet is known.
+    """
 
     tablet_id: str
     partition: str
     replicas: tuple[ReplicaInfo, ...]
+    range_start: bytes = b""
 
     @property
     def leader(self) -> ReplicaInfo | None:

@@ -6,7 +6,8 @@ planned against the layout left by the moves before it.  The phases follow Kudu'
 and seed 000:
 
 0. **Drain**: every replica on a server being decommissioned moves to the best server that
-   keeps the tablet within the policy.
+   keeps the tablet within the policy.  Every phase counts locations, their loads and the
+   policy's limit over the servers that stay, so the plan is the drained cluster's.
 1. **Fix the policy**: a tablet whose location holds more than the policy's limit moves
    replicas out of it, one at a time, from the most loaded server there (preferring a follower)
    to the least loaded location that stays within the limit.  A violation no layout can fix
@@ -23,8 +24,13 @@ and seed 000:
    destination, so no key's balance gets worse.  A state where no such move exists is accepted,
    as Kudu does.
 
+Phases 1 to 3 can each be turned off (Kudu's ``--disable_policy_fixer``,
+``--disable_cross_location_rebalancing``, ``--disable_intra_location_rebalancing``); draining
+always runs, since it is asked for by naming the servers.
+
 Every move is checked against the policy: a move never makes a tablet's layout violate it.
-Planning again on the planned layout yields no moves.  Ties are broken by ``rng``.
+Planning again on the planned layout (with the same options) yields no moves.  Ties are broken
+by ``rng``.
 """
 
 from __future__ import annotations
@@ -88,6 +94,15 @@ class RebalanceOptions:
         True, "Balance each (table, range start key) on its own instead of each table.", "stable"
     )
     max_moves: int = setting(0, "Stop planning after this many moves; 0 plans until balanced.", "stable")
+    disable_policy_fixer: bool = setting(
+        False, "Skip phase 1: leave tablets that violate the placement policy as they are.", "stable"
+    )
+    disable_cross_location_rebalancing: bool = setting(
+        False, "Skip phase 2: do not move replicas between locations to even out their load.", "stable"
+    )
+    disable_intra_location_rebalancing: bool = setting(
+        False, "Skip phase 3: do not move replicas between the servers of one location.", "stable"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,11 +122,14 @@ def plan_moves(cluster: ClusterInfo, rng: Random, options: RebalanceOptions | No
     unfixable: list[str] = []
     try:
         model.drain()
-        unfixable = model.fix_policy()
-        model.balance_across_locations()
-        for location in sorted(model.servers_of):
-            model.balance_keys_within(location)
-            model.balance_totals_within(location)
+        if not options.disable_policy_fixer:
+            unfixable = model.fix_policy()
+        if not options.disable_cross_location_rebalancing:
+            model.balance_across_locations()
+        if not options.disable_intra_location_rebalancing:
+            for location in sorted(model.servers_of):
+                model.balance_keys_within(location)
+                model.balance_totals_within(location)
     except _StopPlanning:
         pass
     return Plan(model.moves, unfixable)
@@ -132,6 +150,14 @@ class _Model:
         unknown = self.draining - set(self.location_of)
         if unknown:
             raise InvalidArgument(f"draining unknown tablet servers {sorted(unknown)}")
+        # The servers that stay, per location (locations left with none are gone).  Loads and
+        # the policy count only these, so that the plan is the one the drained cluster would
+        # get: planning again once the drained servers are gone finds nothing to do.
+        self.active_of: dict[str, list[str]] = {}
+        for location, uuids in self.servers_of.items():
+            staying = [u for u in uuids if u not in self.draining]
+            if staying:
+                self.active_of[location] = staying
         self.tablets = {t.tablet_id: t for t in cluster.tablets}
         self.members: dict[str, set[str]] = {}
         self.key_of: dict[str, tuple[str, bytes]] = {}
@@ -181,7 +207,7 @@ class _Model:
         return counts
 
     def limit(self, tablet_id: str) -> int:
-        return location_limit(self.tablets[tablet_id].replication_factor, len(self.servers_of))
+        return location_limit(self.tablets[tablet_id].replication_factor, len(self.active_of))
 
     def _breaks_policy(self, tablet_id: str, source: str, target: str) -> bool:
         """Whether the move makes the tablet's layout worse under the policy.
@@ -216,7 +242,7 @@ class _Model:
         return ties[0] if len(ties) == 1 else self.rng.choice(ties)
 
     def location_load(self, location: str) -> float:
-        return sum(self.total[u] for u in self.servers_of[location]) / len(self.servers_of[location])
+        return sum(self.total[u] for u in self.active_of[location]) / len(self.active_of[location])
 
     def best_location(self, tablet_id: str, exclude: str | None = None, *, best_effort: bool = False) -> str | None:
         """The least loaded location that can take one more replica of the tablet within the policy.
@@ -231,7 +257,7 @@ class _Model:
         members = self.members[tablet_id]
         options = [
             loc
-            for loc, servers in self.servers_of.items()
+            for loc, servers in self.active_of.items()
             if loc != exclude
             and counts.get(loc, 0) + 1 <= allowed
             and any(u not in members and u not in self.draining for u in servers)
@@ -256,7 +282,7 @@ class _Model:
 
     def fix_policy(self) -> list[str]:
         unfixable = []
-        servers = {loc: len(uuids) for loc, uuids in self.servers_of.items()}
+        servers = {loc: len(uuids) for loc, uuids in self.active_of.items()}
         for tablet_id in sorted(self.members):
             limit = self.limit(tablet_id)
             while True:
@@ -282,7 +308,7 @@ class _Model:
         return max(here, key=lambda u: (u != leader, u in self.draining, self.total[u], u))
 
     def balance_across_locations(self) -> None:
-        if len(self.servers_of) < 2:
+        if len(self.active_of) < 2:
             return
         for key in sorted(self.by_key):
             while self._one_cross_location_move(key):
@@ -290,7 +316,7 @@ class _Model:
 
     def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
         per_location = {
-            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids) for loc, uuids in self.servers_of.items()
+            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids) for loc, uuids in self.active_of.items()
         }
         order = sorted(per_location, key=per_location.__getitem__)
         threshold = self.options.load_imbalance_threshold
@@ -301,9 +327,9 @@ class _Model:
                     break
                 narrowed = abs(
                     per_location[source_loc]
-                    - 1 / len(self.servers_of[source_loc])
+                    - 1 / len(self.active_of[source_loc])
                     - per_location[target_loc]
-                    - 1 / len(self.servers_of[target_loc])
+                    - 1 / len(self.active_of[target_loc])
                 )
                 if narrowed >= gap:
                     continue
@@ -312,7 +338,7 @@ class _Model:
         return False
 
     def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:
-        sources = sorted(self.servers_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
+        sources = sorted(self.active_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
         for source in sources:
             for tablet_id in sorted(self.by_key[key].get(source, ())):
                 counts = self.counts_per_location(tablet_id)

@@ -20,7 +20,8 @@ servers on ports 7050, 7051, ...; the masters run a generated mapping script
 address to its location, and ``client_location`` maps 127.0.0.1 -- where clients on this
 machine connect from -- so that they read from that location with CLOSEST_REPLICA.  Any
 other host is refused by the script (exit status 1).  :meth:`MiniCluster.tservers_in` names a
-location's servers (to kill a whole location).
+location's servers (to kill a whole location); :meth:`MiniCluster.add_location` starts the
+servers of a new location in a running cluster.
 
 **Network partitions.**  With ``MiniClusterOptions(network_faults=True)`` every server obeys
 a control file of :mod:`nyala.testing.partitions` (the test-only seam of
@@ -441,6 +442,36 @@ class MiniCluster:
         server.process.start()
         self.wait_ready(server)
         return server
+
+    def add_location(self, location: str, count: int) -> list[ClusterServer]:
+        """Start ``count`` tablet servers in a location this cluster does not have yet.
+
+        The mapping script learns the location's address first, so the masters place the new
+        servers there when they register (a new rack or zone joining a running cluster).
+        """
+        if not self.options.locations:
+            raise InvalidArgument("this cluster has no locations")
+        if location in self.locations:
+            raise InvalidArgument(f"this cluster already has location {location}")
+        added = parse_locations([(location, count)])
+        if len(self.options.locations) + 1 > 240:
+            raise InvalidArgument("a mini cluster has at most 240 locations")
+        self.options = replace(
+            self.options,
+            locations=(*self.options.locations, *added),
+            num_tservers=self.options.num_tservers + count,
+        )
+        self._write_mapping_script()
+        servers = []
+        for _ in range(count):
+            server = self._server("tserver", len(self.tservers), location)
+            self.tservers.append(server)
+            servers.append(server)
+        for server in servers:
+            server.process.start()
+        for server in servers:
+            self.wait_ready(server)
+        return servers
 
     # -- network partitions (MiniClusterOptions.network_faults) ------------------------------
 

@@ -71,6 +71,7 @@ __all__ = [
     "judge_placement",
     "judge_tablet",
     "ksck",
+    "select_tables",
 ]
 
 #: Pings per tablet server; its round trip is the fastest.
@@ -174,7 +175,7 @@ async def ksck(
         client.list_tablet_servers(timeout_s=timeout_s),
         client.list_table_summaries(timeout_s=timeout_s),
     )
-    summaries = _selected(every_table, tables)
+    summaries = select_tables(every_table, tables)
     layouts = await asyncio.gather(*(client.table_tablets(t.name, timeout_s=timeout_s) for t in summaries))
     in_maintenance = frozenset(s.uuid for s in tservers if s.maintenance)
     addresses = {s.uuid: s.rpc_addresses[0] for s in tservers if s.rpc_addresses}
@@ -227,8 +228,8 @@ async def ksck(
     )
 
 
-def _selected(summaries: Sequence[TableSummary], names: Sequence[str] | None) -> list[TableSummary]:
-    """The tables to check: all, or the named ones (InvalidArgument naming any unknown one)."""
+def select_tables(summaries: Sequence[TableSummary], names: Sequence[str] | None) -> list[TableSummary]:
+    """The tables to work on: all, or the named ones (InvalidArgument naming any unknown one)."""
     if names is None:
         return list(summaries)
     wanted = list(dict.fromkeys(n.strip() for n in names))

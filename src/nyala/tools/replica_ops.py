@@ -25,6 +25,11 @@ committed config alone, so a re-run picks up where an interrupted one stopped):
    the destination's log has come;
 3. a source that leads is stepped down gracefully, then the source is removed.
 
+The rebalancer sends only step 1 (:func:`start_move`) and leaves the rest to the leader
+master's re-replication, which promotes the destination and evicts the source marked
+``replace``; :func:`move_state` tells from the committed config how far such a move has come,
+and :func:`cancel_move` undoes one whose destination is still a NON_VOTER.
+
 Majority-loss recovery: :func:`rank_replicas` orders a tablet's replicas by how up to date
 their logs are (the higher last term first, then the longer log, as Raft's vote rule ranks
 them), so the operator forces the config on the survivor that lost the least;
@@ -89,9 +94,11 @@ __all__ = [
     "CopiedReplica",
     "CopyPeer",
     "DeletedReplica",
+    "MoveState",
     "MoveStep",
     "ReplicaView",
     "TabletOps",
+    "cancel_move",
     "check_copy_source",
     "check_member_copy",
     "config_rows",
@@ -101,8 +108,10 @@ __all__ = [
     "member_type",
     "most_up_to_date",
     "move_replica",
+    "move_state",
     "next_move_step",
     "rank_replicas",
+    "start_move",
     "unsafe_change_config",
 ]
 
@@ -425,6 +434,89 @@ async def move_replica(
                 if "pending" not in str(exc):
                     raise
                 # The leader promoted someone meanwhile: look again once that has committed.
+
+
+# --- moves the master finishes (the rebalancer's) ------------------------------------------------
+
+
+async def start_move(ops: TabletOps, source: str, dest: str) -> RaftConfig:
+    """Start a 3-4-3 move that the leader master finishes; return the committed config holding it.
+
+    One BulkChangeConfig, with compare-and-set on the committed config the leader reports: the
+    source is marked ``replace`` and the destination joins as a NON_VOTER with ``promote``.
+    From then on the tablet's leader copies and promotes the destination, and the leader master
+    evicts the source (asking it to step down first if it leads), so nothing is left for the
+    caller but to watch (:func:`move_state`).  IllegalState, with nothing changed, when the
+    committed config no longer allows the move (the source left, the destination is already a
+    member, or another change is pending).
+    """
+    await ops.address_of(dest)  # a clear error for an unknown destination, before anything changes
+    leader = await ops.leader()
+    step = next_move_step(leader.committed, leader.pending, leader.server_uuid, source, dest)
+    if step is not MoveStep.ADD_DESTINATION:
+        members = [f"{m.peer_id} {m.member_type.name}" for m in leader.committed.members]
+        pending = " with a config change pending" if leader.pending is not None else ""
+        raise IllegalState(
+            f"tablet {ops.tablet_id}: the move from {source} to {dest} cannot start: its config is {members}{pending}"
+        )
+
+    def started(config: RaftConfig) -> bool:
+        return next_move_step(config, None, "", source, dest) is not MoveStep.ADD_DESTINATION
+
+    config, _ = await ops.change(_move_changes(step, leader.committed, source, dest), done=started, leader=leader)
+    return config
+
+
+class MoveState(enum.Enum):
+    """Where a started move stands, from the committed config alone (see :func:`move_state`)."""
+
+    IN_PROGRESS = "the destination is being copied or promoted, or the source is about to leave"
+    DONE = "the source has left the config and the destination is a voter"
+    DESTINATION_LOST = "the destination left the config before the source did"
+    SOURCE_LOST = "the source left the config without the destination becoming a voter"
+
+
+def move_state(committed: RaftConfig, source: str, dest: str) -> MoveState:
+    """How far a started move has come (pure)."""
+    src, dst = committed.member(source), committed.member(dest)
+    if src is not None:
+        return MoveState.IN_PROGRESS if dst is not None else MoveState.DESTINATION_LOST
+    if dst is not None and dst.is_voter:
+        return MoveState.DONE
+    return MoveState.IN_PROGRESS if dst is not None and dst.promote else MoveState.SOURCE_LOST
+
+
+async def cancel_move(ops: TabletOps, source: str, dest: str) -> bool:
+    """Undo a started move that has not passed the point of no return; True when undone.
+
+    While the destination is still a NON_VOTER, one BulkChangeConfig (CAS) removes it and
+    clears the source's ``replace``; when the destination is already gone, only ``replace`` is
+    cleared, so that the master does not place a replacement of its own.  Once the destination
+    is a voter, or the source has left, the move is the master's to finish and nothing is sent.
+    A change that loses its CAS (the master moved first) leaves the move to the master too.
+    """
+    leader = await ops.leader()
+    committed = leader.committed
+    src, dst = committed.member(source), committed.member(dest)
+    if leader.pending is not None or src is None or (dst is not None and dst.is_voter):
+        return False
+    changes: list[ConfigChange] = []
+    if dst is not None:
+        changes.append(ConfigChange(ChangeKind.REMOVE_PEER, dest))
+    if src.replace:
+        changes.append(ConfigChange(ChangeKind.MODIFY_PEER, source, replace=False))
+    if not changes:
+        return True
+
+    def undone(config: RaftConfig) -> bool:
+        member = config.member(source)
+        return config.member(dest) is None and member is not None and not member.replace
+
+    try:
+        await ops.change(changes, done=undone, leader=leader)
+    except (Aborted, IllegalState):
+        return False
+    return True
 
 
 # --- remote-replica --------------------------------------------------------------------------

@@ -185,3 +185,53 @@ def test_random_layouts_never_get_worse_and_replanning_is_idle(sizes, tablets, r
         if before_tablet.tablet_id not in plan.unfixable:
             assert after_check.met, (before_tablet, after_tablet, plan)
     assert plan_moves(after, random.Random(seed + 1), options).moves == []
+
+
+def test_each_phase_can_be_turned_off() -> None:
+    # X packed into /L0 (a violation), /L3 empty (cross-location work), table b all on the first
+    # server of /L0, /L1 and /L2 (intra-location work).
+    tablets = [TabletInfo("X", "a", b"", 3, ("L0-0", "L0-1", "L0-2"), leader="L0-0")]
+    tablets += [TabletInfo(f"b{i}", "b", b"", 3, ("L0-0", "L1-0", "L2-0")) for i in range(6)]
+    cluster = ClusterInfo(servers([3, 3, 3, 3]), tablets)
+    phases = {m.phase for m in plan_moves(cluster, random.Random(1)).moves}
+    assert {"policy", "cross-location", "key"} <= phases
+    no_fixer = plan_moves(cluster, random.Random(1), RebalanceOptions(disable_policy_fixer=True))
+    assert "policy" not in {m.phase for m in no_fixer.moves}
+    assert no_fixer.unfixable == []
+    no_cross = plan_moves(cluster, random.Random(1), RebalanceOptions(disable_cross_location_rebalancing=True))
+    assert "cross-location" not in {m.phase for m in no_cross.moves}
+    no_intra = plan_moves(cluster, random.Random(1), RebalanceOptions(disable_intra_location_rebalancing=True))
+    assert {m.phase for m in no_intra.moves} <= {"policy", "cross-location"}
+    nothing = RebalanceOptions(
+        disable_policy_fixer=True, disable_cross_location_rebalancing=True, disable_intra_location_rebalancing=True
+    )
+    assert plan_moves(cluster, random.Random(1), nothing).moves == []
+    # Draining is asked for by naming servers, so it runs whatever phases are off.
+    drained = ClusterInfo(cluster.tservers, tablets, draining=frozenset({"L1-0"}))
+    assert {m.phase for m in plan_moves(drained, random.Random(1), nothing).moves} == {"drain"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    tablets=st.integers(0, 40),
+    rf=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+    off=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    drain=st.booleans(),
+)
+def test_replanning_the_planned_layout_is_idle_whatever_the_options(sizes, tablets, rf, seed, off, drain) -> None:
+    rng = random.Random(seed)
+    uuids = sorted(servers(sizes))
+    rf = min(rf, len(uuids))
+    layout = [TabletInfo(f"t{i}", f"table{i % 2}", b"", rf, tuple(rng.sample(uuids, rf))) for i in range(tablets)]
+    draining = frozenset({uuids[0]}) if drain and len(uuids) > rf else frozenset()
+    cluster = ClusterInfo(servers(sizes), layout, draining=draining)
+    options = RebalanceOptions(
+        disable_policy_fixer=off[0],
+        disable_cross_location_rebalancing=off[1],
+        disable_intra_location_rebalancing=off[2],
+    )
+    plan = plan_moves(cluster, random.Random(seed), options)
+    after = apply(cluster, plan.moves)
+    assert plan_moves(after, random.Random(seed + 1), options).moves == []

@@ -64,3 +64,17 @@ def test_locations_survive_save_and_load(tmp_path: Path) -> None:
     assert again.options.locations == (("/a", 1), ("/b", 2))
     assert again.options.client_location == "/a"
     assert [t.address for t in again.tservers] == [t.address for t in mc.tservers]
+
+
+def test_a_new_location_is_checked_before_any_server_starts(tmp_path: Path) -> None:
+    mc = MiniCluster(tmp_path, MiniClusterOptions(ip_block=(7, 8)), locations={"/a": 1})
+    with pytest.raises(InvalidArgument, match="already has location /a"):
+        mc.add_location("/a", 1)
+    with pytest.raises(InvalidArgument, match="must begin with '/'"):
+        mc.add_location("b", 1)
+    with pytest.raises(InvalidArgument, match="1 to 100 tablet servers"):
+        mc.add_location("/b", 0)
+    assert mc.locations == ["/a"]
+    assert len(mc.tservers) == 1
+    with pytest.raises(InvalidArgument, match="has no locations"):
+        MiniCluster(tmp_path / "plain", MiniClusterOptions(ip_block=(7, 9))).add_location("/b", 1)

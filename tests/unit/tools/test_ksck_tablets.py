@@ -11,7 +11,7 @@ from nyala.errors import InvalidArgument
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
-from nyala.tools.ksck import _selected
+from nyala.tools.ksck import select_tables
 from nyala.tools.ksck_checksum import ReplicaChecksum, TabletChecksum, judge_checksums
 from nyala.tools.ksck_tablets import LAGGING_ENTRIES, ReplicaHealth, ServerView, TabletCheck, TabletStatus, judge_tablet
 from tests.unit.client.fakes import FakeCluster
@@ -215,12 +215,12 @@ def test_checksum_verdicts() -> None:
 
 def test_tables_are_selected_by_name_and_unknown_ones_refused() -> None:
     summaries = [TableSummary("1", "a", 1, 3), TableSummary("2", "b", 1, 3)]
-    assert [s.name for s in _selected(summaries, None)] == ["a", "b"]
-    assert [s.name for s in _selected(summaries, ["b", " b"])] == ["b"]
+    assert [s.name for s in select_tables(summaries, None)] == ["a", "b"]
+    assert [s.name for s in select_tables(summaries, ["b", " b"])] == ["b"]
     with pytest.raises(InvalidArgument, match=r"no such tables: \['nope'\] \(the cluster has \['a', 'b'\]\)"):
-        _selected(summaries, ["a", "nope"])
+        select_tables(summaries, ["a", "nope"])
     with pytest.raises(InvalidArgument, match="needs table names"):
-        _selected(summaries, ["a", ""])
+        select_tables(summaries, ["a", ""])
 
 
 def test_ksck_of_an_unknown_table_is_a_clear_error(cluster: FakeCluster, nyala: Invoke) -> None:

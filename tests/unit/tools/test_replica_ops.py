@@ -12,10 +12,12 @@ from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.tools.cli import main
 from nyala.tools.replica_ops import (
     CopyPeer,
+    MoveState,
     MoveStep,
     _move_changes,
     check_member_copy,
     member_type,
+    move_state,
     next_move_step,
 )
 from nyala.tserver.consensus_admin import parse_change, parse_changes
@@ -132,3 +134,16 @@ def test_a_members_replica_is_never_replaced_live_and_is_copied_only_from_the_le
     stale = CopyPeer("b", address, 3, False, "", frozenset("ab"))
     with pytest.raises(IllegalState, match="unknown to the source"):
         check_member_copy("t", stale, "c", frozenset("abc"), live=False)
+
+
+def test_a_started_move_is_done_once_the_source_left_and_the_destination_votes() -> None:
+    adding = config(Member("a", V), Member("b", V), Member("c", V, replace=True), Member("d", N, promote=True))
+    assert move_state(adding, "c", "d") is MoveState.IN_PROGRESS
+    promoted = config(Member("a", V), Member("b", V), Member("c", V, replace=True), Member("d", V))
+    assert move_state(promoted, "c", "d") is MoveState.IN_PROGRESS
+    assert move_state(config(Member("a", V), Member("b", V), Member("d", V)), "c", "d") is MoveState.DONE
+    lost = config(Member("a", V), Member("b", V), Member("c", V, replace=True))
+    assert move_state(lost, "c", "d") is MoveState.DESTINATION_LOST
+    evicted_first = config(Member("a", V), Member("b", V), Member("d", N, promote=True))
+    assert move_state(evicted_first, "c", "d") is MoveState.IN_PROGRESS  # d is still promoted
+    assert move_state(config(Member("a", V), Member("b", V)), "c", "d") is MoveState.SOURCE_LOST
