@@ -53,6 +53,11 @@ class MasterOptions:
         "Remove failed, replaced and excess replicas from a tablet's config on its leader's report, and "
         "ask a leader marked for replacement to step down (Kudu's flag).",
     )
+    master_tombstone_evicted_tablet_replicas: bool = setting(
+        True,
+        "Tombstone replicas that are no longer in their tablet's committed config: members a config "
+        "change removed, and replicas a returning tablet server still holds (Kudu's flag).",
+    )
     location_mapping_cmd: str = setting(
         "",
         "Executable (with optional arguments, split like a shell command line) that the master runs with "

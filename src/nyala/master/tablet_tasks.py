@@ -139,6 +139,8 @@ class TabletTasks:
                 view.repairs.pop(tablet_id, None)
                 continue
             self._repair(view, tablet, repair)
+        if not self._manager.options.master_tombstone_evicted_tablet_replicas:
+            view.evicted.clear()
         for (tablet_id, uuid), (reason, cas) in list(view.evicted.items()):
             descriptor = self._ts.get(uuid)
             if descriptor is None:

@@ -65,6 +65,12 @@ def master() -> None:
     help="Remove failed, replaced and excess replicas from tablet configs (Kudu's flag).",
 )
 @click.option(
+    "--master-tombstone-evicted-tablet-replicas/--no-master-tombstone-evicted-tablet-replicas",
+    default=True,
+    show_default=True,
+    help="Tombstone replicas that left their tablet's committed config (Kudu's flag).",
+)
+@click.option(
     "--location-mapping-cmd",
     default="",
     help="Executable run with tablet-server and client hosts as arguments, printing one location "
@@ -107,6 +113,7 @@ def start(
     tserver_unresponsive_timeout_ms: int,
     master_add_server_when_underreplicated: bool,
     catalog_manager_evict_excess_replicas: bool,
+    master_tombstone_evicted_tablet_replicas: bool,
     location_mapping_cmd: str,
     location_mapping_timeout_ms: int,
     default_num_replicas: int,
@@ -138,6 +145,7 @@ def start(
             tserver_unresponsive_timeout_ms=tserver_unresponsive_timeout_ms,
             master_add_server_when_underreplicated=master_add_server_when_underreplicated,
             catalog_manager_evict_excess_replicas=catalog_manager_evict_excess_replicas,
+            master_tombstone_evicted_tablet_replicas=master_tombstone_evicted_tablet_replicas,
             location_mapping_cmd=location_mapping_cmd,
             location_mapping_timeout_ms=location_mapping_timeout_ms,
         )
