@@ -57,6 +57,7 @@ from nyala.client.async_client import AsyncClient
 from nyala.client.info import TableSummary, TabletServerInfo
 from nyala.errors import IllegalState, InvalidArgument, NotFound, NyalaError, TimedOut
 from nyala.placement import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
+from nyala.placement import select_moves as select_placement_moves
 from nyala.tools.ksck import select_tables
 from nyala.tools.replica_ops import MoveState, TabletOps, cancel_move, move_state, start_move
 
@@ -275,33 +276,10 @@ def build_model(snapshot: Snapshot, settings: RebalanceSettings) -> Model:
 def select_moves(
     moves: Sequence[Move], tablets: Mapping[str, TabletView], max_per_server: int, excluded: set[str]
 ) -> tuple[list[Move], list[Move]]:
-    """The moves of one round, and the moves held back because their tablet is not settled.
-
-    The plan is walked in order and each tablet is looked at once: its first move is the only
-    one valid on the current layout.  Tablets in ``excluded`` (moves failed) are skipped; a
-    move is kept while its source is the source of fewer than ``max_per_server`` kept moves and
-    its destination the destination of fewer.
-    """
-    seen: set[str] = set()
-    chosen: list[Move] = []
-    waiting: list[Move] = []
-    as_source: Counter[str] = Counter()
-    as_dest: Counter[str] = Counter()
-    for move in moves:
-        if move.tablet_id in seen:
-            continue
-        seen.add(move.tablet_id)
-        if move.tablet_id in excluded:
-            continue
-        if not tablets[move.tablet_id].settled:
-            waiting.append(move)
-            continue
-        if as_source[move.from_uuid] >= max_per_server or as_dest[move.to_uuid] >= max_per_server:
-            continue
-        as_source[move.from_uuid] += 1
-        as_dest[move.to_uuid] += 1
-        chosen.append(move)
-    return chosen, waiting
+    """The moves of one round, and the moves held back because their tablet is not settled
+    (:func:`nyala.placement.select_moves`, with the unsettled tablets busy)."""
+    busy = {tablet_id for tablet_id, view in tablets.items() if not view.settled}
+    return select_placement_moves(moves, busy, max_per_server, excluded)
 
 
 # --- carrying moves out ---------------------------------------------------------------------------
