@@ -131,8 +131,9 @@ class MiniClusterOptions:
     #: per core contended for them, and used 17 to 46 % more CPU a row on scans and batched
     #: writes (alternated runs at 84b8ba2; docs/benchmarks.md).
     tserver_storage_threads: int | None = None
-    #: False turns the leader master's re-replication off (Kudu's tests do the same around
-    #: operator config changes, which it would otherwise answer with changes of its own).
+    #: False turns the leader master's re-replication and auto rebalancing off (Kudu's tests do
+    #: the same around operator config changes, which it would otherwise answer with changes of
+    #: its own).
     replica_management: bool = True
     #: Start every server obeying a network fault control file, so that tests can cut links
     #: (:meth:`MiniCluster.partition`).  Test clusters only: a detached cluster refuses it.
@@ -330,7 +331,11 @@ class MiniCluster:
         if kind == "master" and o.locations:
             argv += ["--location-mapping-cmd", shlex.quote(str(self.mapping_script))]
         if kind == "master" and not o.replica_management:
-            argv += ["--no-master-add-server-when-underreplicated", "--no-catalog-manager-evict-excess-replicas"]
+            argv += [
+                "--no-master-add-server-when-underreplicated",
+                "--no-catalog-manager-evict-excess-replicas",
+                "--no-auto-rebalancing-enabled",
+            ]
         if kind == "tserver":
             argv += ["--storage-threads", str(o.storage_threads)]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
