@@ -240,14 +240,16 @@ class AutoRebalancer:
         snapshot = snapshot_of(view, self._ts, self._sent_recently)
         moves = choose_moves(snapshot, self._rng, self._options, self._max_moves_per_server)
         tablets = {t.tablet_id: t for t in snapshot.tablets}
+        started = []
         for move in moves:
             tablet = tablets[move.tablet_id]
             if self._tasks.start_move(tablet.tablet_id, tablet.leader, tablet.cas_config_index, move):
                 self._started[tablet.tablet_id] = (tablet.cas_config_index, now)
-                self.moves_started += 1
-        if moves:
-            log.info("auto rebalancing: started %d moves (%s)", len(moves), _phases(moves))
-        return moves
+                started.append(move)
+        self.moves_started += len(started)
+        if started:
+            log.info("auto rebalancing: starting %d moves (%s)", len(started), _phases(started))
+        return started
 
     def _sent_recently(self, tablet_id: str, config_index: int) -> bool:
         started = self._started.get(tablet_id)
