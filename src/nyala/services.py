@@ -51,6 +51,7 @@ __all__ = [
     "LIST_TABLETS",
     "LIST_TABLET_SERVERS",
     "PING",
+    "REBALANCE_LEASE",
     "RUN_LEADER_ELECTION",
     "SCAN",
     "START_TABLET_COPY",
@@ -84,6 +85,7 @@ CHANGE_TSERVER_STATE = RpcMethod(
 UNREGISTER_TSERVER = RpcMethod(
     _MASTER, "UnregisterTServer", mpb.UnregisterTServerRequestPB, mpb.UnregisterTServerResponsePB
 )
+REBALANCE_LEASE = RpcMethod(_MASTER, "RebalanceLease", mpb.RebalanceLeaseRequestPB, mpb.RebalanceLeaseResponsePB)
 CREATE_TABLE = RpcMethod(_MASTER, "CreateTable", mpb.CreateTableRequestPB, mpb.CreateTableResponsePB)
 IS_CREATE_TABLE_DONE = RpcMethod(
     _MASTER, "IsCreateTableDone", mpb.IsCreateTableDoneRequestPB, mpb.IsCreateTableDoneResponsePB

@@ -37,6 +37,7 @@ from nyala.services import (
     LIST_MASTERS,
     LIST_TABLES,
     LIST_TABLET_SERVERS,
+    REBALANCE_LEASE,
     UNREGISTER_TSERVER,
 )
 
@@ -391,6 +392,15 @@ class AsyncClient:
         request = mpb.UnregisterTServerRequestPB(uuid=uuid, force=force)
         response = await self._ctx.masters.call(UNREGISTER_TSERVER, request, deadline)
         return response.num_replicas
+
+    async def rebalance_lease(self, holder: str, duration_s: float, *, timeout_s: float | None = None) -> bool:
+        """Take or renew ``holder``'s rebalance lease on the leader master for ``duration_s``, or
+        release it with 0: while one is held the master's auto rebalancer starts no moves.
+        Returns whether the master's auto rebalancing is enabled at all."""
+        deadline = self._deadline(timeout_s, f"rebalance lease of {holder!r}")
+        request = mpb.RebalanceLeaseRequestPB(holder=holder, duration_ms=int(duration_s * 1000))
+        response = await self._ctx.masters.call(REBALANCE_LEASE, request, deadline)
+        return response.auto_rebalancing_enabled
 
     async def list_masters(self, *, timeout_s: float | None = None) -> list[MasterInfo]:
         deadline = self._deadline(timeout_s, "listing masters")

@@ -9,7 +9,7 @@ from nyala.common.config import setting
 from nyala.errors import InvalidArgument
 from nyala.master.location_mapping import parse_command
 from nyala.master.replica_management import RepairKind
-from nyala.placement import PlacementOptions
+from nyala.placement import PlacementOptions, RebalanceOptions
 from nyala.server import ServerOptions
 
 __all__ = ["MasterOptions"]
@@ -58,6 +58,24 @@ class MasterOptions:
         "Tombstone replicas that are no longer in their tablet's committed config: members a config "
         "change removed, and replicas a returning tablet server still holds (Kudu's flag).",
     )
+    auto_rebalancing_enabled: bool = setting(
+        True,
+        "Run the rebalancer in the leader master: every interval it moves replicas (3-4-3) to restore the "
+        "placement policy and to even out replicas across locations and servers, as `nyala cluster rebalance` "
+        "does.  It pauses while a CLI rebalance runs and never moves replicas of servers in maintenance mode.",
+    )
+    auto_rebalancing_interval_sec: float = setting(
+        30.0, "Time between two rounds of the leader master's auto rebalancer."
+    )
+    auto_rebalancing_max_moves_per_server: int = setting(
+        1, "Most moves the auto rebalancer starts from one tablet server, and to one, in a round."
+    )
+    auto_rebalancing_load_imbalance_threshold: float = setting(
+        1.0,
+        "Smallest difference of per-server load between two locations, for one table (or range), that the "
+        "auto rebalancer balances across locations (the placement policy is always restored).",
+        "advanced",
+    )
     location_mapping_cmd: str = setting(
         "",
         "Executable (with optional arguments, split like a shell command line) that the master runs with "
@@ -98,6 +116,10 @@ class MasterOptions:
             return self.master_add_server_when_underreplicated
         return self.catalog_manager_evict_excess_replicas
 
+    def auto_rebalancing_options(self) -> RebalanceOptions:
+        """The planner's options for the auto rebalancer: every phase, ranges balanced apart."""
+        return RebalanceOptions(load_imbalance_threshold=self.auto_rebalancing_load_imbalance_threshold)
+
     @property
     def tserver_warm_up_s(self) -> float:
         return (self.tserver_warm_up_ms or 5 * self.heartbeat_interval_ms) / 1000
@@ -105,6 +127,20 @@ class MasterOptions:
     def __post_init__(self) -> None:
         if self.location_mapping_cmd:
             parse_command(self.location_mapping_cmd)  # a malformed command line fails at startup
+        if self.auto_rebalancing_interval_sec <= 0:
+            raise InvalidArgument(
+                f"auto_rebalancing_interval_sec must be positive, got {self.auto_rebalancing_interval_sec:g}"
+            )
+        if self.auto_rebalancing_max_moves_per_server < 1:
+            raise InvalidArgument(
+                "auto_rebalancing_max_moves_per_server must be at least 1, got "
+                f"{self.auto_rebalancing_max_moves_per_server}"
+            )
+        if not self.auto_rebalancing_load_imbalance_threshold >= 0:  # NaN too
+            raise InvalidArgument(
+                "auto_rebalancing_load_imbalance_threshold must not be negative, got "
+                f"{self.auto_rebalancing_load_imbalance_threshold:g}"
+            )
         if self.tserver_warm_up_ms < 0:
             raise InvalidArgument(f"tserver_warm_up_ms must not be negative, got {self.tserver_warm_up_ms}")
         for name in (

@@ -13,6 +13,7 @@ from nyala.consensus.core import RaftConfig
 from nyala.consensus.runtime import RaftReplica, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
 from nyala.errors import NyalaError
+from nyala.master.auto_rebalancer import AutoRebalancer
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
 from nyala.master.heartbeats import HeartbeatHandler
@@ -20,6 +21,7 @@ from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers, own_and_all_addresses
+from nyala.master.rebalance_lease import RebalanceLease
 from nyala.master.service import MasterService
 from nyala.master.sys_catalog import SYS_CATALOG_ID, SysCatalogStore
 from nyala.master.tablet_tasks import TabletTasks
@@ -57,6 +59,16 @@ class Master(ServerBase):
             self.messenger,
             interval_s=options.heartbeat_interval_ms / 1000,
             rpc_timeout_s=options.tserver_rpc_timeout_ms / 1000,
+        )
+        self.rebalance_lease = RebalanceLease()
+        self.auto_rebalancer = AutoRebalancer(
+            self.ts_manager,
+            self.tablet_tasks,
+            self.rebalance_lease,
+            interval_s=options.auto_rebalancing_interval_sec,
+            max_moves_per_server=options.auto_rebalancing_max_moves_per_server,
+            options=options.auto_rebalancing_options(),
+            settle_s=3 * options.heartbeat_interval_ms / 1000,
         )
         self.catalog_manager.on_leadership = self._on_leadership
         self.ddl = Ddl(self.catalog_manager, self.ts_manager, self.tablet_tasks)
@@ -170,14 +182,19 @@ class Master(ServerBase):
     def _on_leadership(self, view: LeaderView | None) -> None:
         if view is None:
             self.tablet_tasks.stop()
+            self.auto_rebalancer.stop()
         else:
             self.tablet_tasks.start(view)
+            self.rebalance_lease.new_leadership()
+            if self.master_options.auto_rebalancing_enabled:
+                self.auto_rebalancer.start(view)
 
     async def _stop(self) -> None:
         if self._opening is not None:
             self._opening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._opening
+        await self.auto_rebalancer.close()
         await self.tablet_tasks.close()
         await self.catalog_manager.stop()
 

@@ -33,6 +33,7 @@ from nyala.services import (
     LIST_MASTERS,
     LIST_TABLES,
     LIST_TABLET_SERVERS,
+    REBALANCE_LEASE,
     TS_HEARTBEAT,
     UNREGISTER_TSERVER,
 )
@@ -76,6 +77,7 @@ class MasterService:
         rpc.add_method(LIST_MASTERS, self.list_masters)
         rpc.add_method(LIST_TABLET_SERVERS, self.list_tablet_servers)
         rpc.add_method(TS_HEARTBEAT, self.m.heartbeats.handle)
+        rpc.add_method(REBALANCE_LEASE, self.rebalance_lease)
         rpc.add_method(CREATE_TABLE, self.create_table)
         rpc.add_method(IS_CREATE_TABLE_DONE, self.is_create_table_done)
         rpc.add_method(DELETE_TABLE, self.delete_table)
@@ -240,3 +242,12 @@ class MasterService:
     ) -> mpb.UnregisterTServerResponsePB:
         held = await self.m.tserver_lifecycle.unregister(request)
         return mpb.UnregisterTServerResponsePB(num_replicas=held)
+
+    def rebalance_lease(self, request: mpb.RebalanceLeaseRequestPB, ctx: CallContext) -> mpb.RebalanceLeaseResponsePB:
+        """Take, renew or release a CLI rebalance's lease (the auto rebalancer pauses while one is held)."""
+        self.m.catalog_manager.leader()  # only the leader's auto rebalancer runs, so only it holds leases
+        granted_s = self.m.rebalance_lease.grant(request.holder, request.duration_ms / 1000)
+        return mpb.RebalanceLeaseResponsePB(
+            granted_ms=int(granted_s * 1000),
+            auto_rebalancing_enabled=self.m.master_options.auto_rebalancing_enabled,
+        )

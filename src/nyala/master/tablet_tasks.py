@@ -17,6 +17,8 @@ every ``heartbeat_interval_ms`` (and at once when kicked after a commit or a rep
   the server of a new replica is placed just before the change is sent.
 - replicas no longer in their tablet's committed config: DeleteTablet(tombstone, CAS) to
   their server while it is live; a dead server's replicas wait until it reports again.
+- moves the auto rebalancer (:mod:`.auto_rebalancer`) asks for: one BulkChangeConfig (CAS)
+  to the tablet's leader that starts a 3-4-3 move; not retried (the next round plans again).
 
 At most one call per (kind, tablet, server) is in flight, and a failed one is retried no
 sooner than one interval later.  Everything is idempotent on the tablet server.
@@ -34,17 +36,26 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nyala.catalog import TableInfo, TabletInfo
+from nyala.consensus.change_requests import bulk_change_request, change_item_pb, start_move_changes
+from nyala.consensus.core import ChangeKind
 from nyala.errors import Aborted, NotFound, NyalaError
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.replica_management import Repair, RepairKind
 from nyala.master.ts_manager import TSManager
-from nyala.placement import place_replacement
+from nyala.placement import Move, place_replacement
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.rpc import Messenger
-from nyala.services import ALTER_SCHEMA, CHANGE_CONFIG, CREATE_TABLET, DELETE_TABLET, LEADER_STEP_DOWN
+from nyala.services import (
+    ALTER_SCHEMA,
+    BULK_CHANGE_CONFIG,
+    CHANGE_CONFIG,
+    CREATE_TABLET,
+    DELETE_TABLET,
+    LEADER_STEP_DOWN,
+)
 
 __all__ = ["TabletTasks"]
 
@@ -75,7 +86,8 @@ class TabletTasks:
         self._retry_at: dict[TaskKey, float] = {}
         self._kick = asyncio.Event()
         #: Counters, for tests and logs.
-        self.sent = {"create": 0, "delete": 0, "alter": 0, "evict": 0, "add": 0, "step_down": 0, "tombstone": 0}
+        kinds = ("create", "delete", "alter", "evict", "add", "step_down", "tombstone", "move")
+        self.sent = dict.fromkeys(kinds, 0)
         self._unplaceable_logged: set[str] = set()  # tablets whose replacement found no server
 
     def start(self, view: LeaderView) -> None:
@@ -230,6 +242,15 @@ class TabletTasks:
 
         self._calls[key] = loop.create_task(run(), name=f"{key[0]}-{key[1][:8]}-{key[2][:8]}")
 
+    def start_move(self, tablet_id: str, leader: str, cas_config_index: int, move: Move) -> bool:
+        """Send the BulkChangeConfig that starts ``move`` to the tablet's ``leader``, unless a
+        move of that tablet is in flight or failed within the last interval; True when sent."""
+        key = ("move", tablet_id, leader)
+        if not self._due(key):
+            return False
+        self._spawn(key, functools.partial(self._move, tablet_id, leader, cas_config_index, move))
+        return True
+
     # -- the calls -----------------------------------------------------------------------------
 
     def _address(self, uuid: str) -> str:
@@ -314,6 +335,26 @@ class TabletTasks:
                 log.info("re-replication: %s tablet %s (config index %d)", what, tablet_id, repair.cas_config_index)
         if view.repairs.get(tablet_id) is repair:
             del view.repairs[tablet_id]
+
+    async def _move(self, tablet_id: str, leader: str, cas_config_index: int, move: Move) -> None:
+        items = [
+            change_item_pb(change, self._address(change.peer_id) if change.kind is ChangeKind.ADD_PEER else "")
+            for change in start_move_changes(move.from_uuid, move.to_uuid)
+        ]
+        request = bulk_change_request(leader, tablet_id, items, cas_config_index)
+        try:
+            await self._call(leader, BULK_CHANGE_CONFIG, request)
+        except Aborted as e:  # CAS_FAILED: the config moved on; the next round plans again
+            log.info("auto rebalancing: move of tablet %s not started: %s", tablet_id, e)
+            return
+        log.info(
+            "auto rebalancing: moving tablet %s from %s to %s (%s, config index %d)",
+            tablet_id,
+            move.from_uuid,
+            move.to_uuid,
+            move.phase,
+            cas_config_index,
+        )
 
     async def _tombstone(self, view: LeaderView, tablet_id: str, uuid: str, reason: str, cas: int) -> None:
         request = tpb.DeleteTabletRequestPB(

@@ -38,6 +38,7 @@ from nyala.placement.options import PlacementOptions
 from nyala.placement.placer import PlacementResult, place_new_tablet, place_replacement
 from nyala.placement.policy import PolicyCheck, Verdict, check_placement, location_limit, policy_satisfiable
 from nyala.placement.rebalance import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
+from nyala.placement.selection import select_moves
 from nyala.placement.state import ClusterState, TServerInfo
 
 __all__ = [
@@ -60,5 +61,6 @@ __all__ = [
     "place_replacement",
     "plan_moves",
     "policy_satisfiable",
+    "select_moves",
     "validate_location",
 ]

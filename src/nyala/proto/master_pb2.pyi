@@ -318,6 +318,22 @@ class UnregisterTServerResponsePB(_message.Message):
     num_replicas: int
     def __init__(self, num_replicas: _Optional[int] = ...) -> None: ...
 
+class RebalanceLeaseRequestPB(_message.Message):
+    __slots__ = ("holder", "duration_ms")
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    holder: str
+    duration_ms: int
+    def __init__(self, holder: _Optional[str] = ..., duration_ms: _Optional[int] = ...) -> None: ...
+
+class RebalanceLeaseResponsePB(_message.Message):
+    __slots__ = ("granted_ms", "auto_rebalancing_enabled")
+    GRANTED_MS_FIELD_NUMBER: _ClassVar[int]
+    AUTO_REBALANCING_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    granted_ms: int
+    auto_rebalancing_enabled: bool
+    def __init__(self, granted_ms: _Optional[int] = ..., auto_rebalancing_enabled: _Optional[bool] = ...) -> None: ...
+
 class CreateTableRequestPB(_message.Message):
     __slots__ = ("name", "schema", "partitioner", "num_replicas", "wait")
     NAME_FIELD_NUMBER: _ClassVar[int]

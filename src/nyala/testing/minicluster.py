@@ -131,10 +131,14 @@ class MiniClusterOptions:
     #: per core contended for them, and used 17 to 46 % more CPU a row on scans and batched
     #: writes (alternated runs at 84b8ba2; docs/benchmarks.md).
     tserver_storage_threads: int | None = None
-    #: False turns the leader master's re-replication and its tombstoning of evicted replicas
-    #: off (Kudu's tests do the same around operator config changes, which it would otherwise
-    #: answer with changes of its own).
+    #: False turns the leader master's re-replication, its tombstoning of evicted replicas and
+    #: auto rebalancing off (Kudu's tests do the same around operator config changes, which it
+    #: would otherwise answer with changes of its own).
     replica_management: bool = True
+    #: The leader master's auto rebalancer (on in production).  Off by default here: a test that
+    #: kills and restarts servers expects the layout to change only by re-replication, unless it
+    #: tests the rebalancer itself.  ``nyala local-cluster`` turns it on.
+    auto_rebalancing: bool = False
     #: Start every server obeying a network fault control file, so that tests can cut links
     #: (:meth:`MiniCluster.partition`).  Test clusters only: a detached cluster refuses it.
     network_faults: bool = False
@@ -336,6 +340,8 @@ class MiniCluster:
                 "--no-catalog-manager-evict-excess-replicas",
                 "--no-master-tombstone-evicted-tablet-replicas",
             ]
+        if kind == "master" and not (o.replica_management and o.auto_rebalancing):
+            argv += ["--no-auto-rebalancing-enabled"]
         if kind == "tserver":
             argv += ["--storage-threads", str(o.storage_threads)]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)

@@ -72,6 +72,7 @@ def start(
             heartbeat_interval_ms=heartbeat_interval_ms,
             ip_block=(0, 0),
             detached=True,
+            auto_rebalancing=True,  # as a production master runs
         )
         try:
             cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)

@@ -71,6 +71,34 @@ def master() -> None:
     help="Tombstone replicas that left their tablet's committed config (Kudu's flag).",
 )
 @click.option(
+    "--auto-rebalancing-enabled/--no-auto-rebalancing-enabled",
+    default=True,
+    show_default=True,
+    help="The leader master restores the placement policy and balances replicas by itself, every interval "
+    "(paused while `nyala cluster rebalance` runs; servers in maintenance mode keep their replicas).",
+)
+@click.option(
+    "--auto-rebalancing-interval-sec",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Time between two rounds of the auto rebalancer.",
+)
+@click.option(
+    "--auto-rebalancing-max-moves-per-server",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Most moves a round starts from one tablet server, and to one.",
+)
+@click.option(
+    "--auto-rebalancing-load-imbalance-threshold",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Smallest per-server load difference between two locations (per table or range) that is balanced.",
+)
+@click.option(
     "--location-mapping-cmd",
     default="",
     help="Executable run with tablet-server and client hosts as arguments, printing one location "
@@ -114,6 +142,10 @@ def start(
     master_add_server_when_underreplicated: bool,
     catalog_manager_evict_excess_replicas: bool,
     master_tombstone_evicted_tablet_replicas: bool,
+    auto_rebalancing_enabled: bool,
+    auto_rebalancing_interval_sec: float,
+    auto_rebalancing_max_moves_per_server: int,
+    auto_rebalancing_load_imbalance_threshold: float,
     location_mapping_cmd: str,
     location_mapping_timeout_ms: int,
     default_num_replicas: int,
@@ -146,6 +178,10 @@ def start(
             master_add_server_when_underreplicated=master_add_server_when_underreplicated,
             catalog_manager_evict_excess_replicas=catalog_manager_evict_excess_replicas,
             master_tombstone_evicted_tablet_replicas=master_tombstone_evicted_tablet_replicas,
+            auto_rebalancing_enabled=auto_rebalancing_enabled,
+            auto_rebalancing_interval_sec=auto_rebalancing_interval_sec,
+            auto_rebalancing_max_moves_per_server=auto_rebalancing_max_moves_per_server,
+            auto_rebalancing_load_imbalance_threshold=auto_rebalancing_load_imbalance_threshold,
             location_mapping_cmd=location_mapping_cmd,
             location_mapping_timeout_ms=location_mapping_timeout_ms,
         )

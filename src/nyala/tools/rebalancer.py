@@ -23,7 +23,9 @@ A run is a series of rounds.  Each round
 Then the next round plans again from a fresh snapshot, so moves that failed, tablets that
 changed meanwhile and writes that went on are all accounted for.  The run ends when the plan
 is empty (balanced), when only moves of tablets whose move failed are left, after
-``max_run_time_s``, or when interrupted.
+``max_run_time_s``, or when interrupted.  While a run lasts it holds the leader master's
+rebalance lease (renewed every few seconds), so the master's own auto rebalancer starts no
+moves meanwhile.
 
 Which servers take part: live ones not in maintenance mode and not ignored.  Ignored servers
 (``--ignored-tservers``) and servers in maintenance mode are left out with their replicas, as
@@ -45,9 +47,12 @@ stops watching and reports them as left to the master.  A move that does not fin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
+import os
 import random
+import socket
 import threading
 import time
 from collections import Counter
@@ -56,7 +61,9 @@ from collections.abc import Callable, Mapping, Sequence
 from nyala.client.async_client import AsyncClient
 from nyala.client.info import TableSummary, TabletServerInfo
 from nyala.errors import IllegalState, InvalidArgument, NotFound, NyalaError, TimedOut
+from nyala.master.rebalance_lease import CLI_LEASE_S, CLI_RENEW_S
 from nyala.placement import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
+from nyala.placement import select_moves as select_placement_moves
 from nyala.tools.ksck import select_tables
 from nyala.tools.replica_ops import MoveState, TabletOps, cancel_move, move_state, start_move
 
@@ -275,33 +282,10 @@ def build_model(snapshot: Snapshot, settings: RebalanceSettings) -> Model:
 def select_moves(
     moves: Sequence[Move], tablets: Mapping[str, TabletView], max_per_server: int, excluded: set[str]
 ) -> tuple[list[Move], list[Move]]:
-    """The moves of one round, and the moves held back because their tablet is not settled.
-
-    The plan is walked in order and each tablet is looked at once: its first move is the only
-    one valid on the current layout.  Tablets in ``excluded`` (moves failed) are skipped; a
-    move is kept while its source is the source of fewer than ``max_per_server`` kept moves and
-    its destination the destination of fewer.
-    """
-    seen: set[str] = set()
-    chosen: list[Move] = []
-    waiting: list[Move] = []
-    as_source: Counter[str] = Counter()
-    as_dest: Counter[str] = Counter()
-    for move in moves:
-        if move.tablet_id in seen:
-            continue
-        seen.add(move.tablet_id)
-        if move.tablet_id in excluded:
-            continue
-        if not tablets[move.tablet_id].settled:
-            waiting.append(move)
-            continue
-        if as_source[move.from_uuid] >= max_per_server or as_dest[move.to_uuid] >= max_per_server:
-            continue
-        as_source[move.from_uuid] += 1
-        as_dest[move.to_uuid] += 1
-        chosen.append(move)
-    return chosen, waiting
+    """The moves of one round, and the moves held back because their tablet is not settled
+    (:func:`nyala.placement.select_moves`, with the unsettled tablets busy)."""
+    busy = {tablet_id for tablet_id, view in tablets.items() if not view.settled}
+    return select_placement_moves(moves, busy, max_per_server, excluded)
 
 
 # --- carrying moves out ---------------------------------------------------------------------------
@@ -404,6 +388,7 @@ class Rebalancer:
         self.clock = clock
         self.tally = Tally()
         self.addresses: dict[str, str] = {}
+        self.lease_holder = f"nyala cluster rebalance, pid {os.getpid()} on {socket.gethostname()}"
 
     # -- talking to the cluster ------------------------------------------------------------
 
@@ -470,6 +455,40 @@ class Rebalancer:
         return snapshot, model, plan_moves(model.info, self.rng, self.settings.planner_options())
 
     async def run(self) -> RunResult:
+        """The rounds, while holding the leader master's rebalance lease (see :meth:`hold_lease`)."""
+        await self.renew_lease()  # before the first plan, so the master is out of the way from the start
+        lease = asyncio.get_running_loop().create_task(self.hold_lease(), name="rebalance-lease")
+        try:
+            return await self._rounds()
+        finally:
+            lease.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lease
+            await self.release_lease()
+
+    async def hold_lease(self) -> None:
+        """Renew the leader master's rebalance lease until cancelled, so the master's auto
+        rebalancer starts no moves while this run plans its own (:mod:`nyala.master.rebalance_lease`;
+        a run killed outright stops renewing and the lease lapses within ``CLI_LEASE_S``)."""
+        while True:
+            await asyncio.sleep(CLI_RENEW_S)
+            await self.renew_lease()
+
+    async def renew_lease(self) -> None:
+        if self.client is None:
+            return
+        try:
+            await self.client.rebalance_lease(self.lease_holder, CLI_LEASE_S, timeout_s=CLI_RENEW_S)
+        except NyalaError as exc:  # the masters are busy or electing: renew at the next turn
+            self.listener(f"could not renew the rebalance lease (the master may rebalance too): {exc}", self.tally)
+
+    async def release_lease(self) -> None:
+        if self.client is None:
+            return
+        with contextlib.suppress(NyalaError):  # it lapses on its own anyway
+            await self.client.rebalance_lease(self.lease_holder, 0, timeout_s=CLI_RENEW_S)
+
+    async def _rounds(self) -> RunResult:
         started = self.clock()
         results: list[MoveResult] = []
         excluded: set[str] = set()

@@ -57,7 +57,8 @@ from typing import Any
 
 from nyala.client.async_client import AsyncClient
 from nyala.client.info import role_name
-from nyala.common.hostport import HostPort, parse_address
+from nyala.common.hostport import HostPort
+from nyala.consensus.change_requests import bulk_change_request, change_item_pb, start_move_changes
 from nyala.consensus.core import ChangeKind, ConfigChange, MemberType, RaftConfig, decode_config
 from nyala.errors import (
     Aborted,
@@ -173,19 +174,6 @@ def config_rows(config: RaftConfig, leader: str, addresses: dict[str, str]) -> l
     ]
 
 
-def _change_pb(change: ConfigChange, address: str) -> cpb.ConfigChangeItemPB:
-    peer = cpb.ChangeConfigPeerPB(
-        permanent_uuid=change.peer_id,
-        member_type=None if change.member_type is None else change.member_type.name,
-        promote=change.promote,
-        replace=change.replace,
-    )
-    if address and change.kind is ChangeKind.ADD_PEER:
-        hp = parse_address(address)
-        peer.last_known_addr.host, peer.last_known_addr.port = hp.host, hp.port
-    return cpb.ConfigChangeItemPB(type=change.kind.name, peer=peer)
-
-
 class TabletOps:
     """Consensus operations on one tablet through its current leader, all within one deadline."""
 
@@ -291,7 +279,7 @@ class TabletOps:
             config = leader.committed
             if retrying and done(config):
                 return config, leader.server_uuid
-            items = [_change_pb(c, addresses.get(c.peer_id, "")) for c in changes]
+            items = [change_item_pb(c, addresses.get(c.peer_id, "")) for c in changes]
             cas = config.opid_index
             try:
                 if len(items) == 1:
@@ -307,9 +295,7 @@ class TabletOps:
                     )
                     committed = answer.committed_config
                 else:
-                    bulk = cpb.BulkChangeConfigRequestPB(
-                        dest_uuid=leader.server_uuid, tablet_id=self.tablet_id, changes=items, cas_config_opid_index=cas
-                    )
+                    bulk = bulk_change_request(leader.server_uuid, self.tablet_id, items, cas)
                     response = await self.messenger.call(
                         leader.address, BULK_CHANGE_CONFIG, bulk, timeout=max(self.remaining(), 0.1)
                     )
@@ -384,10 +370,7 @@ def _move_changes(step: MoveStep, committed: RaftConfig, source: str, dest: str)
     src = committed.member(source)
     if step is MoveStep.ADD_DESTINATION:
         assert src is not None
-        changes = [ConfigChange(ChangeKind.ADD_PEER, dest, MemberType.NON_VOTER, promote=src.is_voter, replace=False)]
-        if not src.replace:
-            changes.insert(0, ConfigChange(ChangeKind.MODIFY_PEER, source, replace=True))
-        return changes
+        return start_move_changes(source, dest, source_is_voter=src.is_voter, source_replaced=src.replace)
     if step is MoveStep.PROMOTE_DESTINATION:
         return [ConfigChange(ChangeKind.MODIFY_PEER, dest, promote=True)]
     return [ConfigChange(ChangeKind.REMOVE_PEER, source)]

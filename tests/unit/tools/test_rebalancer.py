@@ -276,3 +276,36 @@ def test_the_report_shows_skew_per_table_location_and_server_and_the_plan() -> N
     per_server = [r for r in report["replicas_per_server"] if r["table"] == "a" and r["location"] == "/r1"]
     assert sorted(r["replicas"] for r in per_server) == [0, 2]
     assert report["violations"] == []
+
+
+class LeaseRecorder:
+    """Stands in for the client: records the duration of every rebalance lease call."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def rebalance_lease(self, holder: str, duration_s: float, *, timeout_s: float | None = None) -> bool:
+        assert holder
+        self.calls.append(duration_s)
+        return True
+
+
+def test_a_run_holds_the_masters_rebalance_lease_from_before_its_first_plan_until_it_ends() -> None:
+    cluster = loaded({"/r1": 2, "/r2": 2, "/r3": 2}, tablets=8)
+    rebalancer = FakeRebalancer(cluster, RebalanceSettings())
+    recorder = LeaseRecorder()
+    rebalancer.client = recorder  # type: ignore[assignment]
+    planned_with: list[list[float]] = []
+    snapshot = rebalancer.snapshot
+
+    async def snapshot_noting_the_lease() -> Snapshot:
+        planned_with.append(list(recorder.calls))
+        return await snapshot()
+
+    rebalancer.snapshot = snapshot_noting_the_lease  # type: ignore[method-assign]
+    result = asyncio.run(rebalancer.run())
+    assert result.reason is StopReason.BALANCED
+    assert planned_with
+    assert planned_with[0]
+    assert planned_with[0][0] > 0  # taken before the first plan
+    assert recorder.calls[-1] == 0  # released at the end
