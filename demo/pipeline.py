@@ -33,6 +33,7 @@ import argparse
 import datetime
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -265,7 +266,8 @@ def run_pipeline(cluster: MiniCluster, spark: SparkSession, rows: int) -> str:
     )
 
     console.rule("[bold]8. nyala cluster ksck")
-    ksck(master, f"ksck exit status {{}}: the tablets are healthy; {victim}'s servers are reported dead and "
+    health = f"{len(unhealed)} tablets still under-replicated" if unhealed else "the tablets are healthy"
+    ksck(master, f"ksck exit status {{}}: {health}; {victim}'s servers are reported dead and "
          "the tablets with two replicas in one location are flagged")  # fmt: skip
 
     console.rule(f"[bold]9. {victim} returns: its stale replicas are tombstoned")
@@ -296,8 +298,13 @@ def ksck(master: str, note: str) -> None:
     )  # fmt: skip
     report, _, per_tablet = (result.stdout or result.stderr).partition("\nTablets")
     console.print(report.rstrip(), markup=False, highlight=False)
+    # The per-tablet table is long; the problems and warnings (placement-policy violations) after it are not.
+    first = re.search(r"^\d+ (?:problems?|warnings?)\b", per_tablet, re.M)
+    detail, findings = (per_tablet[: first.start()], per_tablet[first.start() :]) if first else (per_tablet, "")
     if per_tablet:
-        console.print(f"(then {per_tablet.count(chr(10))} lines of per-tablet detail: run the command to see them)")
+        console.print(f"(then {detail.count(chr(10))} lines of per-tablet detail: run the command to see them)")
+    if findings:
+        console.print(findings.strip(), markup=False, highlight=False)
     console.print(f"({note.format(result.returncode)})")
 
 
