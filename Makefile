@@ -56,6 +56,7 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/failover_bench.py
 	$(PY) bench/step_down_bench.py
 	$(PY) bench/tablet_copy_bench.py
+	$(PY) bench/recovery_bench.py
 	$(PY) bench/spark_bench.py
 
 clean:

@@ -13,7 +13,15 @@
    tablets left after pruning.
 5. Kill (SIGKILL) both tablet servers of the location leading the most tablets.
 6. The same aggregations again, with fault-tolerant scans: the results must be equal.
-7. ``nyala cluster ksck``; stop Spark and the cluster; a summary with rows/s.
+7. Healing: the leader master re-replicates every lost replica into the two remaining
+   locations (Kudu's 3-4-3: a non-voter is added and copied, promoted, then the dead replica
+   evicted).  The demo declares a server failed after ``FAILURE_TIMEOUT_S`` (3 s) of silence,
+   not Kudu's 5 minutes, and waits until every tablet has 3 voters again, none on the dead
+   servers; it prints how long that took and the bytes copied within and across locations.
+8. ``nyala cluster ksck``: every tablet healthy, the placement-policy violations flagged (two
+   replicas of a tablet now share a location) and the dead servers reported.
+9. The dead location returns: its stale replicas are tombstoned by the master.
+10. Stop Spark and the cluster; a summary with rows/s, the healing time and the bytes copied.
 
 Values are multiples of 1/4 so that sums and averages are exact whatever order Spark adds
 them in, and the before/after comparison is an honest equality.
@@ -25,6 +33,7 @@ import argparse
 import datetime
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,9 +48,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 import nyala
-from nyala.client import Partitioning
+from nyala import services
+from nyala.client import Client, Partitioning
+from nyala.client.info import TabletInfo
+from nyala.errors import NyalaError
+from nyala.proto import tserver_pb2 as tpb
 from nyala.spark import create_table, local_session
-from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
+from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 
 console = Console()
 LOCATIONS = {"/dc1/rack1": 2, "/dc1/rack2": 2, "/dc1/rack3": 2}
@@ -51,6 +64,11 @@ INTERVAL_S = 10
 START = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)
 CHUNKS = 10
 TABLE = "metrics"
+#: Seconds of silence after which a tablet leader reports a follower FAILED and the master
+#: stops placing replicas on its server: Kudu waits 5 minutes (its defaults), a demo cannot.
+FAILURE_TIMEOUT_S = 3
+#: How long the demo waits for healing and for tombstones before it reports what is missing.
+HEAL_TIMEOUT_S = 120
 
 AGGREGATIONS = {
     "per metric": """
@@ -159,7 +177,12 @@ def main() -> None:
     root = Path(args.dir) / "pipeline"
     shutil.rmtree(root, ignore_errors=True)
     options = MiniClusterOptions(
-        num_masters=3, raft_tick_interval_ms=100, raft_heartbeat_interval_ms=500, heartbeat_interval_ms=1000
+        num_masters=3,
+        raft_tick_interval_ms=100,
+        raft_heartbeat_interval_ms=500,
+        heartbeat_interval_ms=1000,
+        master_flags=("--tserver-unresponsive-timeout-ms", str(FAILURE_TIMEOUT_S * 1000)),
+        tserver_flags=("--follower-unavailable-considered-failed-sec", str(FAILURE_TIMEOUT_S)),
     )
     console.rule("[bold]1. a local cluster (3 masters, 6 tablet servers in 3 locations) and Spark local[2]")
     with MiniCluster(root, options, locations=LOCATIONS) as cluster:
@@ -175,7 +198,7 @@ def main() -> None:
             summary = run_pipeline(cluster, spark, args.rows)
         finally:
             spark.stop()
-    console.rule("[bold]7. Spark and the cluster stopped")
+    console.rule("[bold]10. Spark and the cluster stopped")
     console.print(summary)
 
 
@@ -185,7 +208,7 @@ def run_pipeline(cluster: MiniCluster, spark: SparkSession, rows: int) -> str:
     make_table(spark, master, rows)
     with nyala.connect(master) as client:
         tablets = client.open_table(TABLE).tablets()
-    spread = {"+".join(str(n) for n in sorted(Counter(r.location for r in t.replicas).values())) for t in tablets}
+    spread = {layout(t) for t in tablets}
     console.print(f"table {TABLE!r}: {len(tablets)} tablets; replicas per location: {', '.join(spread)}")
 
     console.rule(f"[bold]3. a PySpark job writes {rows:,} generated samples")
@@ -209,7 +232,11 @@ def run_pipeline(cluster: MiniCluster, spark: SparkSession, rows: int) -> str:
     )
 
     console.rule("[bold]5. kill -9 both tablet servers of one location")
+    with nyala.connect(master) as client:
+        copied_before = copy_counters(client, cluster.tservers)
     victim = kill_busiest_location(cluster, master)
+    killed_at = time.perf_counter()
+    dead = {s.uuid for s in cluster.tservers_in(victim)}
 
     console.rule("[bold]6. the same aggregations again")
     after, after_s = aggregate(spark, master)
@@ -219,22 +246,133 @@ def run_pipeline(cluster: MiniCluster, spark: SparkSession, rows: int) -> str:
         raise SystemExit(f"the aggregations {changed} changed after the failure")
     console.print(f"[bold green]equal results after losing {victim} ({after_s:.1f} s against {before_s:.1f} s)")
 
-    console.rule("[bold]nyala cluster ksck")
-    console.print(f"$ nyala cluster ksck {master}")
-    ksck = subprocess.run(
-        [sys.executable, "-m", "nyala", "cluster", "ksck", master],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": str(console.width)},
-    )  # fmt: skip
-    report, _, per_tablet = (ksck.stdout or ksck.stderr).partition("\nTablets")
-    console.print(report.rstrip(), markup=False, highlight=False)
-    if per_tablet:
-        console.print(f"(then {per_tablet.count(chr(10))} lines of per-tablet detail: run the command to see them)")
-    console.print(f"(ksck exit status {ksck.returncode}: the dead location's servers are reported)")
+    console.rule(f"[bold]7. healing: the master re-replicates the replicas lost with {victim}")
+    live = [s for s in cluster.tservers if s.uuid not in dead]
+    with nyala.connect(master) as client:
+        heal_s, unhealed = wait_healed(client, dead, killed_at)
+        tablets = client.open_table(TABLE).tablets()
+        within, across, copies = (a - b for a, b in zip(copy_counters(client, live), copied_before, strict=True))
+    healed_spread = Counter(layout(t) for t in tablets)
+    shapes = ", ".join(f"{shape} ({n} tablets)" for shape, n in sorted(healed_spread.items()))
+    if unhealed:
+        console.print(
+            f"[bold red]{len(unhealed)} of {len(tablets)} tablets still list a dead replica {heal_s:.0f} s after "
+            f"the kill:[/] {', '.join(t[:8] for t in sorted(unhealed))}"
+        )
+    console.print(
+        f"[bold green]{len(tablets) - len(unhealed)} of {len(tablets)} tablets have 3 voters again, "
+        f"the last {heal_s:.1f} s after the kill[/] "
+        f"(failure timeout {FAILURE_TIMEOUT_S} s); {copies} tablet copies: "
+        f"{within / 1e6:,.1f} MB within locations, {across / 1e6:,.1f} MB across locations; "
+        f"replicas per location now: {shapes}"
+    )
+
+    console.rule("[bold]8. nyala cluster ksck")
+    health = f"{len(unhealed)} tablets still under-replicated" if unhealed else "the tablets are healthy"
+    ksck(master, f"ksck exit status {{}}: {health}; {victim}'s servers are reported dead and "
+         "the tablets with two replicas in one location are flagged")  # fmt: skip
+
+    console.rule(f"[bold]9. {victim} returns: its stale replicas are tombstoned")
+    returned_at = time.perf_counter()
+    for server in cluster.tservers_in(victim):
+        cluster.restart(server)
+    healed_ids = {t.tablet_id for t in tablets} - unhealed  # a dead replica still a member rejoins instead
+    tombstoned = wait_tombstoned(cluster, master, victim, healed_ids)
+    console.print(
+        f"{victim}'s servers are back; the master tombstoned their {tombstoned} stale replicas "
+        f"{time.perf_counter() - returned_at:.1f} s after the restart (they take no replica back on their own)"
+    )
     return (
         f"[bold]summary:[/] {rows:,} rows generated by Spark and written at {write_rate:,.0f} rows/s; "
         f"{len(AGGREGATIONS)} Spark SQL aggregations scanned {read_rate:,.0f} rows/s; "
-        f"after losing {victim} the same results in {after_s:.1f} s"
+        f"after losing {victim} the same results in {after_s:.1f} s; "
+        + (f"{len(unhealed)} tablets NOT healed after {heal_s:.0f} s; " if unhealed else f"healed in {heal_s:.1f} s ")
+        + f"({FAILURE_TIMEOUT_S} s of it the failure timeout) by copying {within / 1e6:,.1f} MB within and "
+        f"{across / 1e6:,.1f} MB across locations"
     )
+
+
+def ksck(master: str, note: str) -> None:
+    console.print(f"$ nyala cluster ksck {master}")
+    result = subprocess.run(
+        [sys.executable, "-m", "nyala", "cluster", "ksck", master],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": str(console.width)},
+    )  # fmt: skip
+    report, _, per_tablet = (result.stdout or result.stderr).partition("\nTablets")
+    console.print(report.rstrip(), markup=False, highlight=False)
+    # The per-tablet table is long; the problems and warnings (placement-policy violations) after it are not.
+    first = re.search(r"^\d+ (?:problems?|warnings?)\b", per_tablet, re.M)
+    detail, findings = (per_tablet[: first.start()], per_tablet[first.start() :]) if first else (per_tablet, "")
+    if per_tablet:
+        console.print(f"(then {detail.count(chr(10))} lines of per-tablet detail: run the command to see them)")
+    if findings:
+        console.print(findings.strip(), markup=False, highlight=False)
+    console.print(f"({note.format(result.returncode)})")
+
+
+def layout(tablet: TabletInfo) -> str:
+    """Replicas per location, e.g. 1+1+1."""
+    return "+".join(str(n) for n in sorted(Counter(r.location for r in tablet.replicas).values()))
+
+
+def copy_counters(client: Client, servers: list[ClusterServer]) -> tuple[int, int, int]:
+    """Bytes the tablet servers received by tablet copy, within and across locations, and the
+    copies they completed."""
+    within = across = completed = 0
+    for server in servers:
+        request = tpb.GetTabletServerStatusRequestPB()
+        status = client.run(client.aio.messenger.call(server.address, services.GET_TABLET_SERVER_STATUS, request))
+        within += status.tablet_copy_bytes_within_location
+        across += status.tablet_copy_bytes_across_locations
+        completed += status.tablet_copies_completed
+    return within, across, completed
+
+
+def wait_healed(client: Client, dead: set[str], killed_at: float) -> tuple[float, set[str]]:
+    """Seconds from the kill until every tablet has 3 voters, none on ``dead``, and no other
+    member (a non-voter still being copied), as the leader master sees it; at most
+    ``HEAL_TIMEOUT_S``, then also the tablets that are not whole yet."""
+    unhealed: set[str] = set()
+    with Progress(TextColumn("[bold]tablets whole again"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
+        task = bar.add_task("heal", total=None)
+        while time.perf_counter() - killed_at < HEAL_TIMEOUT_S:
+            try:
+                tablets = client.open_table(TABLE).tablets()
+            except NyalaError:
+                tablets = []
+            unhealed = {
+                t.tablet_id
+                for t in tablets
+                if len(t.replicas) != 3
+                or any(r.role not in ("LEADER", "FOLLOWER") for r in t.replicas)
+                or dead & {r.uuid for r in t.replicas}
+            }
+            bar.update(task, total=len(tablets) or None, completed=len(tablets) - len(unhealed))
+            if tablets and not unhealed:
+                break
+            time.sleep(0.2)
+    return time.perf_counter() - killed_at, unhealed
+
+
+def wait_tombstoned(cluster: MiniCluster, master: str, location: str, tablet_ids: set[str]) -> int:
+    """Wait until every replica of ``tablet_ids`` on the servers of ``location`` is a tombstone."""
+    deadline = time.perf_counter() + HEAL_TIMEOUT_S
+    with nyala.connect(master) as client:
+        while time.perf_counter() < deadline:
+            states = []
+            for server in cluster.tservers_in(location):
+                try:
+                    call = client.aio.messenger.call(server.address, services.LIST_TABLETS, tpb.ListTabletsRequestPB())
+                    listed = client.run(call)
+                except NyalaError:
+                    states = [tpb.RUNNING]  # not answering yet: look again
+                    break
+                states += [t.state for t in listed.tablets if t.tablet_id in tablet_ids]
+            if all(state == tpb.TOMBSTONED for state in states):
+                return len(states)
+            time.sleep(0.2)
+    console.print(f"[bold red]the stale replicas of {location} were not all tombstoned in {HEAL_TIMEOUT_S} s")
+    return sum(state == tpb.TOMBSTONED for state in states)
 
 
 def kill_busiest_location(cluster: MiniCluster, master: str) -> str:
