@@ -19,7 +19,8 @@ def test_options_parse_with_defaults_and_kudu_spellings() -> None:
     parsed = parse_options({"nyala.table": "t", "nyala.operation": "Insert-Ignore", "NYALA.BATCHSIZE": "100"})
     assert (parsed.table, parsed.operation, parsed.batch_size_bytes) == ("t", OpType.INSERT_IGNORE, 100)
     assert parsed.leader_only
-    assert parsed.pushdown
+    assert not parsed.pushdown  # opt-in: see test_reads.py's reuse tests
+    assert parse_options({"nyala.table": "t", "nyala.pushdown": "TRUE"}).pushdown
     assert not parsed.fault_tolerant_scan
     assert parse_options({"path": "from_load"}).table == "from_load"
     assert parse_options({"nyala.table": "t", "provider": "nyala", "option.nyala.table": "t"}).table == "t"

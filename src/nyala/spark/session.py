@@ -2,10 +2,14 @@
 
 ``local[2]`` with the UI and console progress off, UTC as the session time zone (Nyala
 timestamps are UTC), everything bound to loopback like a local cluster, Python workers
-running this interpreter (so they import this Nyala), Spark's Python filter pushdown on,
-so the data source's ``pushFilters`` is used (mind the reuse pitfall in docs/spark.md), and
-Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
+running this interpreter (so they import this Nyala), Spark's Python filter pushdown switch on,
+and Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
 10,000; its 64 MiB cap per batch still bounds wide rows).
+
+The switch on is safe for Nyala reads: they push nothing unless a read opts in with
+``nyala.pushdown`` (docs/spark.md says what that risks), and the switch only lets such an
+opt-in take effect.  Other Python data sources that push filters are exposed to PySpark's
+reuse of pushed filters (docs/spark.md); pass ``pushdown=False`` if the session reads them.
 """
 
 from __future__ import annotations
