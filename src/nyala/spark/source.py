@@ -43,9 +43,12 @@ class NyalaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = self._options()
         if overwrite:
+            # Spark's own refusal of a write without .mode(...) suggests Append or Overwrite;
+            # this message is where a user who tried Overwrite learns which one works.
             raise InvalidArgument(
-                "Nyala does not support mode('overwrite') or INSERT OVERWRITE (a truncate could not be atomic "
-                "and would lose the table's rows on failure); use mode('append') with nyala.operation, or "
-                "delete the rows or the table first"
+                "write to Nyala with .mode('append'): every write applies nyala.operation (upsert by default; "
+                "insert, update, delete and their _ignore forms) to the rows of the DataFrame. Nyala does not "
+                "support mode('overwrite') or INSERT OVERWRITE: replacing the table's rows could not be atomic "
+                "and a failure would leave it half emptied; delete the rows (delete_rows) or the table first"
             )
         return NyalaWriter(options, schema, self._table_schema(options))
