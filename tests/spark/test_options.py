@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringEndsWith, StringStartsWith
 from pyspark.sql.types import ArrayType, DecimalType, IntegerType, StringType, StructField, StructType, TimestampNTZType
@@ -104,3 +107,11 @@ def test_row_errors_name_keys_counts_and_the_remedy_never_values() -> None:
     missing = [RowError(OpType.DELETE, {"id": 1}, NotFound("key (id=1) not found"))]
     deleting = parse_options({"nyala.table": "t", "nyala.operation": "delete"})
     assert "delete_ignore" in describe_row_errors(missing, 0, deleting, ["id"])
+
+
+@pytest.mark.timeout(120)
+def test_importing_the_source_does_not_import_pandas() -> None:
+    # Each of the Python processes of a first Spark write (source lookup, writer planning,
+    # tasks, commit) imports the source; pandas alone made that import twice as long.
+    code = "import sys, pyspark_nyala; sys.exit('pandas' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=100).returncode == 0
