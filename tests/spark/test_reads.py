@@ -225,3 +225,8 @@ def test_opt_in_pushdown_risks_a_reused_dataframe(spark: SparkSession, master: s
     assert df.count() == ROWS // 7 + 1  # wrong: should be ROWS; host h3's rows only
     fresh = load(spark, master, pushdown="true")
     assert fresh.count() == ROWS  # one query per loaded DataFrame is right
+    # A temporary view is one relation too: its queries share one planned read.
+    options = f"`nyala.master` '{master}', `nyala.table` 'metrics', `nyala.pushdown` 'true'"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW pushed USING nyala OPTIONS ({options})")
+    assert spark.sql("SELECT count(*) FROM pushed WHERE host = 'h3'").collect()[0][0] == ROWS // 7 + 1
+    assert spark.sql("SELECT count(*) FROM pushed").collect()[0][0] == ROWS // 7 + 1  # wrong, as above
