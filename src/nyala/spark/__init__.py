@@ -34,29 +34,65 @@ How it works (PySpark 4.3's Python Data Source API):
 
 from __future__ import annotations
 
-from .helpers import (
-    create_table,
-    delete_rows,
-    insert_rows,
-    python_worker_env,
-    register,
-    update_rows,
-    upsert_rows,
-    write_rows,
-)
-from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
-from .reader import NyalaReader
-from .session import (
-    ARROW_BATCH_CONF,
-    ARROW_BATCH_ROWS,
-    PUSHDOWN_CONF,
-    TASK_FAILURE_LOGGERS,
-    local_session,
-    quiet_task_failure_logs,
-)
-from .source import NyalaDataSource
-from .typemap import nyala_type, spark_schema, spark_type
-from .writer import NyalaCommitMessage, NyalaWriter, RowErrorsInTask
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .helpers import (
+        create_table,
+        delete_rows,
+        insert_rows,
+        python_worker_env,
+        register,
+        update_rows,
+        upsert_rows,
+        write_rows,
+    )
+    from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
+    from .reader import NyalaReader
+    from .session import (
+        ARROW_BATCH_CONF,
+        ARROW_BATCH_ROWS,
+        PUSHDOWN_CONF,
+        TASK_FAILURE_LOGGERS,
+        local_session,
+        quiet_task_failure_logs,
+    )
+    from .source import NyalaDataSource
+    from .typemap import nyala_type, spark_schema, spark_type
+    from .writer import NyalaCommitMessage, NyalaWriter, RowErrorsInTask
+
+# The names load their module on first use: each of the Python processes Spark starts for a
+# first write imports this package, and the source lookup and the commit need little of it.
+_MODULE_OF: dict[str, str] = {
+    "create_table": "helpers",
+    "delete_rows": "helpers",
+    "insert_rows": "helpers",
+    "python_worker_env": "helpers",
+    "register": "helpers",
+    "update_rows": "helpers",
+    "upsert_rows": "helpers",
+    "write_rows": "helpers",
+    "DEFAULT_MASTER": "options",
+    "OPERATIONS": "options",
+    "OPTION_HELP": "options",
+    "NyalaOptions": "options",
+    "parse_options": "options",
+    "NyalaReader": "reader",
+    "ARROW_BATCH_CONF": "session",
+    "ARROW_BATCH_ROWS": "session",
+    "PUSHDOWN_CONF": "session",
+    "TASK_FAILURE_LOGGERS": "session",
+    "local_session": "session",
+    "quiet_task_failure_logs": "session",
+    "NyalaDataSource": "source",
+    "nyala_type": "typemap",
+    "spark_schema": "typemap",
+    "spark_type": "typemap",
+    "NyalaCommitMessage": "writer",
+    "NyalaWriter": "writer",
+    "RowErrorsInTask": "writer",
+}
 
 __all__ = [
     "ARROW_BATCH_CONF",
@@ -87,3 +123,12 @@ __all__ = [
     "upsert_rows",
     "write_rows",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nyala.spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from nyala.errors import InvalidArgument
-from nyala.schema import Schema
 
-from ._clients import client_for
-from .options import NyalaOptions, parse_options
-from .reader import NyalaReader, check_read_schema
-from .typemap import spark_schema
-from .writer import NyalaWriter
+if TYPE_CHECKING:
+    from nyala.schema import Schema
+
+    from .options import NyalaOptions
+
+# The client, reader and writer are imported by the methods that use them: PySpark's source
+# lookup, a Python process of its own at the start of a session, imports this module only
+# to find the class.
 
 __all__ = ["NyalaDataSource"]
 
@@ -25,22 +29,32 @@ class NyalaDataSource(DataSource):
         return "nyala"
 
     def _options(self) -> NyalaOptions:
+        from .options import parse_options
+
         return parse_options(self.options)
 
     def _table_schema(self, options: NyalaOptions) -> Schema:
+        from ._clients import client_for
+
         client = client_for(options.master, options.operation_timeout_ms)
         return client.open_table(options.table).schema
 
     def schema(self) -> StructType:
+        from .typemap import spark_schema
+
         return spark_schema(self._table_schema(self._options()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from .reader import NyalaReader, check_read_schema
+
         options = self._options()
         table_schema = self._table_schema(options)
         check_read_schema(schema, table_schema, options.table)
         return NyalaReader(options, schema, table_schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .writer import NyalaWriter
+
         options = self._options()
         if overwrite:
             # Spark's own refusal of a write without .mode(...) suggests Append or Overwrite;

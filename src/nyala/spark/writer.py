@@ -25,19 +25,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from nyala.client import FlushMode, RowError
 from nyala.errors import IllegalState, InvalidArgument
 from nyala.schema import ColumnSchema, OpType, Schema
 
-from ._clients import client_for
 from .options import NyalaOptions
-from .typemap import nyala_type
+
+if TYPE_CHECKING:
+    from nyala.client import RowError
+
+# The client and the type mapping are imported where they are used: the commit, a Python
+# process of its own in a first write, unpickles this module's writer and only adds counts.
 
 __all__ = ["NyalaCommitMessage", "NyalaWriter", "RowErrorsInTask", "describe_row_errors"]
 
@@ -84,6 +88,10 @@ class NyalaWriter(DataSourceArrowWriter):
         self.committed_rows = 0
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> NyalaCommitMessage:
+        from nyala.client import FlushMode
+
+        from ._clients import client_for
+
         context = TaskContext.get()
         client = client_for(self.options.master, self.options.operation_timeout_ms)
         table = client.open_table(self.options.table)
@@ -148,6 +156,8 @@ def _required(column: ColumnSchema) -> bool:
 
 def check_write_schema(schema: StructType, table_schema: Schema, options: NyalaOptions) -> list[str]:
     """The DataFrame columns to send; InvalidArgument names the first mismatch."""
+    from .typemap import nyala_type
+
     table = options.table
     for field in schema.fields:
         if field.name not in table_schema.names:
