@@ -12,8 +12,8 @@ one cluster of 1 master and 3 tablet servers (RF 3, fsync on, the servers' defau
 2. Full read: every row through Spark's ``noop`` sink (every column materialised), from Nyala
    and from the Parquet files.  Target: >= 0.7 of Parquet.
 3. A selective query (``host = 'host-007'``, 1 % of the rows; no partition pruning, so this is
-   predicate pushdown alone) with ``spark.sql.python.filterPushdown.enabled`` on, against the
-   same with it off (Spark then filters every row itself).
+   predicate pushdown alone) with ``nyala.pushdown`` and ``spark.sql.python.filterPushdown.enabled``
+   on, against the same with Spark's switch off (Spark then filters every row itself).
 4. The ceiling of PySpark's Python data source path, in the same session: the same DataFrame
    into an Arrow writer that only counts the rows (beside Parquet's writer timed the same way,
    warm), and the same rows (same schema: the metric is a decimal) read from a Python data
@@ -153,9 +153,10 @@ class Bench:
     def __init__(self, spark: SparkSession, master: str, root: Path, args: argparse.Namespace) -> None:
         self.spark, self.master, self.root, self.args = spark, master, root, args
 
-    def nyala(self, table: str) -> DataFrame:
+    def nyala(self, table: str, pushdown: bool = False) -> DataFrame:
         reader = self.spark.read.format("nyala").option("nyala.master", self.master).option("nyala.table", table)
-        return reader.load()
+        # Each query loads its own DataFrame, so opting in to pushdown is safe (docs/spark.md).
+        return reader.option("nyala.pushdown", str(pushdown).lower()).load()
 
     def write_nyala(self, df: DataFrame, table: str) -> None:
         df.write.format("nyala").option("nyala.master", self.master).option("nyala.table", table).mode("append").save()
@@ -209,12 +210,12 @@ class Bench:
 
     def selective(self) -> tuple[float, float, float]:
         expected = self.spark.read.parquet(self.parquet).filter(SELECTIVE).count()
-        assert self.nyala("metrics").filter(SELECTIVE).count() == expected
-        on_s = self.repeat(lambda: noop(self.nyala("metrics").filter(SELECTIVE)))
+        assert self.nyala("metrics", pushdown=True).filter(SELECTIVE).count() == expected
+        on_s = self.repeat(lambda: noop(self.nyala("metrics", pushdown=True).filter(SELECTIVE)))
         self.spark.conf.set(PUSHDOWN, "false")
         try:
-            assert self.nyala("metrics").filter(SELECTIVE).count() == expected
-            off_s = self.repeat(lambda: noop(self.nyala("metrics").filter(SELECTIVE)))
+            assert self.nyala("metrics", pushdown=True).filter(SELECTIVE).count() == expected
+            off_s = self.repeat(lambda: noop(self.nyala("metrics", pushdown=True).filter(SELECTIVE)))
         finally:
             self.spark.conf.set(PUSHDOWN, "true")
         parquet_s = self.repeat(lambda: noop(self.spark.read.parquet(self.parquet).filter(SELECTIVE)))

@@ -7,6 +7,6 @@ with ``pyspark_``, so with Nyala installed ``spark.read.format("nyala")`` works 
 
 from __future__ import annotations
 
-from nyala.spark import NyalaDataSource as DefaultSource
+from nyala.spark.source import NyalaDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

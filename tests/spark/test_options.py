@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringEndsWith, StringStartsWith
-from pyspark.sql.types import ArrayType, DecimalType, IntegerType, TimestampNTZType
+from pyspark.sql.types import ArrayType, DecimalType, IntegerType, StringType, StructField, StructType, TimestampNTZType
 
-from nyala.client import schema
-from nyala.errors import InvalidArgument
+from nyala.client import RowError, schema
+from nyala.errors import AlreadyPresent, InvalidArgument, NotFound, TimedOut
 from nyala.schema import ColumnType, OpType
 from nyala.spark import nyala_type, parse_options
 from nyala.spark.filters import next_prefix, push
+from nyala.spark.typemap import nyala_columns
+from nyala.spark.writer import describe_row_errors
 
 TABLE = schema([("host", "string"), ("n", "int32"), ("on", "bool")], primary_key="host")
 
@@ -19,7 +24,8 @@ def test_options_parse_with_defaults_and_kudu_spellings() -> None:
     parsed = parse_options({"nyala.table": "t", "nyala.operation": "Insert-Ignore", "NYALA.BATCHSIZE": "100"})
     assert (parsed.table, parsed.operation, parsed.batch_size_bytes) == ("t", OpType.INSERT_IGNORE, 100)
     assert parsed.leader_only
-    assert parsed.pushdown
+    assert not parsed.pushdown  # opt-in: see test_reads.py's reuse tests
+    assert parse_options({"nyala.table": "t", "nyala.pushdown": "TRUE"}).pushdown
     assert not parsed.fault_tolerant_scan
     assert parse_options({"path": "from_load"}).table == "from_load"
     assert parse_options({"nyala.table": "t", "provider": "nyala", "option.nyala.table": "t"}).table == "t"
@@ -73,3 +79,47 @@ def test_spark_types_without_a_nyala_type_are_named() -> None:
         nyala_type(ArrayType(IntegerType()), "tags")
     with pytest.raises(InvalidArgument, match="cast it to TIMESTAMP"):
         nyala_type(TimestampNTZType(), "local")
+
+
+def test_not_null_columns_from_a_schema_spark_marks_nullable() -> None:
+    # Spark marks every column read from Parquet nullable.
+    parquet_like = StructType([StructField(n, StringType(), True) for n in ("host", "metric", "note")])
+    nullable = {c.name: c.nullable for c in nyala_columns(parquet_like, ["host"], ["metric"])}
+    assert nullable == {"host": False, "metric": False, "note": True}
+    with pytest.raises(InvalidArgument, match=r"not_null names columns \['metrik'\]"):
+        nyala_columns(parquet_like, ["host"], ["metrik"])
+
+
+def test_row_errors_name_keys_counts_and_the_remedy_never_values() -> None:
+    def refused(i: int, error: Exception) -> RowError:
+        return RowError(OpType.INSERT, {"id": i, "secret": f"payload-{i}"}, error)  # type: ignore[arg-type]
+
+    errors = [refused(i, AlreadyPresent(f"key (id={i}) already present")) for i in range(7)]
+    errors.append(refused(99, TimedOut("write to tablet t1 timed out")))
+    message = describe_row_errors(errors, 2, parse_options({"nyala.table": "t", "nyala.operation": "insert"}), ["id"])
+    assert message.startswith("failed to write 10 rows to Nyala table 't' with operation insert: ")
+    assert "7 AlreadyPresent (keys (id=0), (id=1), (id=2), (id=3), (id=4) and 2 more): " in message
+    assert "insert_ignore" in message
+    assert "upsert" in message
+    assert "1 TimedOut (keys (id=99)): first: write to tablet t1 timed out" in message
+    assert "2 more not kept" in message
+    assert "payload" not in message  # no column besides the key
+    missing = [RowError(OpType.DELETE, {"id": 1}, NotFound("key (id=1) not found"))]
+    deleting = parse_options({"nyala.table": "t", "nyala.operation": "delete"})
+    assert "delete_ignore" in describe_row_errors(missing, 0, deleting, ["id"])
+
+
+@pytest.mark.timeout(120)
+def test_the_processes_of_a_first_write_import_little() -> None:
+    # Each of the Python processes of a first Spark write imports part of Nyala: the source
+    # lookup only the source class, the commit the writer class, tasks and planning the
+    # client; none imports pandas (it doubled the import).
+    code = (
+        "import sys, pyspark_nyala, nyala.spark; before = set(sys.modules); "
+        "import nyala.spark.writer; "
+        "sys.exit(any(m in before for m in ('nyala.client', 'nyala.schema')) "
+        "or 'nyala.client' in sys.modules or 'pandas' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=100).returncode == 0
+    full = "import sys, nyala.spark as s; s.NyalaDataSource; s.create_table; sys.exit('pandas' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", full], check=False, timeout=100).returncode == 0

@@ -81,26 +81,27 @@ def test_pushed_filters_give_what_spark_filtering_gives(spark: SparkSession, mas
     assert everything.count() == ROWS
     for query in QUERIES:
         expected = rows_of(everything.filter(query))
-        assert rows_of(load(spark, master).filter(query)) == expected, query
+        assert rows_of(load(spark, master, pushdown="true").filter(query)) == expected, query
     assert len(rows_of(everything.filter(QUERIES[0]))) == ROWS // 7 + 1  # the queries select something
     everything.unpersist()
 
 
 def test_reads_work_with_pushdown_disabled(spark: SparkSession, master: str, metrics: str) -> None:
-    on = {q: rows_of(load(spark, master).filter(q)) for q in QUERIES[1:3]}
+    on = {q: rows_of(load(spark, master, pushdown="true").filter(q)) for q in QUERIES[1:3]}
     spark.conf.set(PUSHDOWN, "false")
     try:
-        assert load(spark, master).count() == ROWS
+        assert load(spark, master, pushdown="true").count() == ROWS
         for query, expected in on.items():
-            assert rows_of(load(spark, master).filter(query)) == expected, query
+            assert rows_of(load(spark, master, pushdown="true").filter(query)) == expected, query
         # Without pushdown nothing is pruned: every tablet is read.
-        assert load(spark, master).filter("host = 'h3'").rdd.getNumPartitions() == 12
+        assert load(spark, master, pushdown="true").filter("host = 'h3'").rdd.getNumPartitions() == 12
     finally:
         spark.conf.set(PUSHDOWN, "true")
 
 
 def test_pruning_sets_the_partition_count(spark: SparkSession, master: str, metrics: str) -> None:
-    df = load(spark, master)
+    # Every query here has a pushable filter, so each is planned afresh (see the reuse tests).
+    df = load(spark, master, pushdown="true")
     assert df.rdd.getNumPartitions() == 12  # 4 hash buckets x 3 ranges
     assert df.filter("host = 'h3'").rdd.getNumPartitions() == 3
     assert df.filter("ts >= '2024-01-03'").rdd.getNumPartitions() == 4
@@ -115,6 +116,8 @@ def test_split_size_bytes_cuts_tablets_into_key_ranges(spark: SparkSession, mast
     assert split.rdd.getNumPartitions() > whole.rdd.getNumPartitions()
     assert rows_of(split) == rows_of(whole)
     assert rows_of(split.filter("host = 'h3'")) == rows_of(whole.filter("host = 'h3'"))
+    pruned = load(spark, master, splitSizeBytes="4096", pushdown="true").filter("host = 'h3'")
+    assert rows_of(pruned) == rows_of(whole.filter("host = 'h3'"))
     assert load(spark, master, splitSizeBytes=str(1 << 30)).rdd.getNumPartitions() == 12
 
 
@@ -178,16 +181,52 @@ def test_catalog_tables_lose_their_options_and_say_so(spark: SparkSession, maste
         spark.sql("DROP TABLE IF EXISTS catalog_metrics")
 
 
-def test_pushdown_false_keeps_a_reused_dataframe_right(spark: SparkSession, master: str, metrics: str) -> None:
-    df = load(spark, master, pushdown="false")
-    assert df.filter("host = 'h3'").count() == ROWS // 7 + 1
-    assert df.count() == ROWS
-    assert df.filter("host = 'h3'").rdd.getNumPartitions() == 12  # nothing pushed, nothing pruned
+#: Filtered, unfiltered, unpushable, filtered again, unfiltered: each unfiltered query follows
+#: one that (with pushdown on) would have pushed a filter.
+REUSE = ["host = 'h3'", None, "host = 'h3' OR value < 1", "ts >= '2024-01-03' AND level = 2", None]
 
 
-@pytest.mark.xfail(strict=True, reason="PySpark 4.3 reuses a relation's last planned read, pushed filters included")
-def test_pyspark_replans_a_reused_dataframe(spark: SparkSession, master: str, metrics: str) -> None:
-    # Documents the PySpark bug described in docs/spark.md ("Pitfalls"); fails loudly once fixed.
+@pytest.fixture(scope="module")
+def metrics_parquet(
+    shared_spark: SharedSpark, master: str, metrics: str, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    path = str(tmp_path_factory.mktemp("metrics-parquet") / "metrics")
+    load(shared_spark.session(), master).write.parquet(path)
+    return path
+
+
+def test_reusing_a_dataframe_or_view_is_right_by_default(
+    spark: SparkSession, master: str, metrics: str, metrics_parquet: str
+) -> None:
+    # The defaults a user gets: nyala.spark.local_session (Spark's pushdown switch on) and no
+    # nyala.pushdown option.  PySpark reuses one planned read per relation across queries.
+    assert spark.conf.get(PUSHDOWN) == "true"
     df = load(spark, master)
+    parquet = spark.read.parquet(metrics_parquet)
+    options = f"`nyala.master` '{master}', `nyala.table` 'metrics'"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW reused USING nyala OPTIONS ({options})")
+    parquet.createOrReplaceTempView("reused_parquet")
+    for query in REUSE:
+        on_df, on_parquet = (df, parquet) if query is None else (df.filter(query), parquet.filter(query))
+        expected = rows_of(on_parquet)
+        assert rows_of(on_df) == expected, query
+        where = "" if query is None else f" WHERE {query}"
+        assert rows_of(spark.sql(f"SELECT * FROM reused{where}")) == expected, query
+        assert rows_of(spark.sql(f"SELECT * FROM reused_parquet{where}")) == expected, query
+    assert len(rows_of(parquet)) == ROWS
+
+
+def test_opt_in_pushdown_risks_a_reused_dataframe(spark: SparkSession, master: str, metrics: str) -> None:
+    # What `nyala.pushdown=true` risks (docs/spark.md): PySpark 4.3 keeps the read it planned
+    # for a query that pushed filters, and reuses it for the next query without filters.  If
+    # this starts to fail, PySpark plans each query afresh: update docs/spark.md.
+    df = load(spark, master, pushdown="true")
     assert df.filter("host = 'h3'").count() == ROWS // 7 + 1
-    assert df.count() == ROWS
+    assert df.count() == ROWS // 7 + 1  # wrong: should be ROWS; host h3's rows only
+    fresh = load(spark, master, pushdown="true")
+    assert fresh.count() == ROWS  # one query per loaded DataFrame is right
+    # A temporary view is one relation too: its queries share one planned read.
+    options = f"`nyala.master` '{master}', `nyala.table` 'metrics', `nyala.pushdown` 'true'"
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW pushed USING nyala OPTIONS ({options})")
+    assert spark.sql("SELECT count(*) FROM pushed WHERE host = 'h3'").collect()[0][0] == ROWS // 7 + 1
+    assert spark.sql("SELECT count(*) FROM pushed").collect()[0][0] == ROWS // 7 + 1  # wrong, as above

@@ -95,7 +95,10 @@ _BASE = {
 _MIN_OP, _MAX_OP = int(min(OpType)), int(max(OpType))
 _FEW_OPS = 64  # up to this many rows, op codes are checked in Python
 _INT8 = pa.int8()
-_CREATING = pa.array([int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT)], pa.int8())
+#: Op codes that create rows.  A tuple, not an Arrow array built at import: any ``pa.array``
+#: call makes pyarrow import pandas (a quarter of a second), and processes that only plan, such
+#: as Spark's planning workers, never build a batch.
+_CREATING = tuple(int(o) for o in OpType if o.base in (OpType.INSERT, OpType.UPSERT))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -319,7 +322,7 @@ def _check_values(data: pa.Table, ops: pa.Array, schema: Schema, options: RowOpe
     present = set(data.column_names)
     for col in schema.columns:
         if col.name not in present:
-            if not col.nullable and col.default is None and pc.any(pc.is_in(ops, _CREATING)).as_py():
+            if not col.nullable and col.default is None and pc.any(pc.is_in(ops, pa.array(_CREATING, _INT8))).as_py():
                 raise InvalidArgument(f"INSERT and UPSERT rows must set non-null column {col.name!r} (no default)")
             continue
         binary = col.type.type in (DataType.STRING, DataType.BINARY)

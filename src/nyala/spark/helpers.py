@@ -49,15 +49,18 @@ def create_table(
     *,
     master: str = DEFAULT_MASTER,
     num_replicas: int = 3,
+    not_null: Sequence[str] = (),
 ) -> None:
     """Create Nyala table ``name`` with the columns of ``spark_schema`` and ``key_columns`` as its key.
 
     Spark types map to Nyala types as in :mod:`nyala.spark.typemap` (InvalidArgument names a
-    column that has none); key columns move to the front and become non-null.  ``partitioning``
-    is a :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.
+    column that has none); key columns move to the front and become non-null, and so do the
+    columns named in ``not_null`` (Spark marks every column read from Parquet nullable, so the
+    schema of such a DataFrame cannot say NOT NULL itself).  ``partitioning`` is a
+    :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.
     """
     keys = list(key_columns)
-    table_schema = schema(nyala_columns(spark_schema, keys), primary_key=keys)
+    table_schema = schema(nyala_columns(spark_schema, keys, not_null), primary_key=keys)
     client = client_for(master)
     client.create_table(name, table_schema, partitioning, num_replicas=num_replicas)
 

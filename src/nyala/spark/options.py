@@ -42,7 +42,12 @@ OPTION_HELP: dict[str, tuple[str, str]] = {
     "nyala.batchSize": ("4194304", "Bytes of rows per scan response (the client's scan_batch_size_bytes)."),
     "nyala.scanRequestTimeoutMs": ("30000", "Deadline of each scan request of a task, retries included."),
     "nyala.operationTimeoutMs": ("30000", "Deadline of connecting, of each write flush and of metadata lookups."),
-    "nyala.pushdown": ("true", "Push filters to the tablet servers when Spark's filter pushdown is enabled."),
+    "nyala.pushdown": (
+        "false",
+        "Opt-in: push filters to the tablet servers (needs Spark's Python filter pushdown on). PySpark 4.3 then "
+        "reuses a relation's last pushed filters for its later unfiltered queries: query such a DataFrame or "
+        "view once.",
+    ),
     "nyala.splitSizeBytes": ("unset", "Target bytes per Spark partition: tablets are split into key ranges."),
     "nyala.writeBufferBytes": ("7340032", "Bytes a task's write session buffers (Kudu's mutation buffer)."),
     "nyala.useDriverMetadata": ("true", "Accepted for kudu-spark compatibility: tokens always carry the metadata."),
@@ -79,7 +84,8 @@ class NyalaOptions:
     operation: OpType = OpType.UPSERT
     leader_only: bool = True
     fault_tolerant_scan: bool = False
-    pushdown: bool = True
+    #: Off by default: PySpark 4.3 reuses a relation's pushed filters for its later queries (docs/spark.md).
+    pushdown: bool = False
     batch_size_bytes: int | None = None
     scan_request_timeout_ms: int | None = None
     operation_timeout_ms: int | None = None
@@ -123,7 +129,7 @@ def parse_options(options: Mapping[str, str], *, require_table: bool = True) -> 
         operation=_operation(values.get("nyala.operation", "upsert")),
         leader_only=_locality(values.get("nyala.scanLocality", "leader_only")),
         fault_tolerant_scan=_bool(values, "nyala.faultTolerantScan", False),
-        pushdown=_bool(values, "nyala.pushdown", True),
+        pushdown=_bool(values, "nyala.pushdown", False),
         batch_size_bytes=_positive(values, "nyala.batchSize"),
         scan_request_timeout_ms=_positive(values, "nyala.scanRequestTimeoutMs"),
         operation_timeout_ms=_positive(values, "nyala.operationTimeoutMs"),

@@ -18,12 +18,13 @@ reader's ``pushFilters`` is a descriptor that presents itself as the inherited m
 check (see :class:`_PushFilters`): with the setting off Spark never calls it and filters
 every row itself; with it on, Spark calls it and filters only what it hands back.
 
-PySpark 4.3 caches the planned read (reader and partitions) on the relation, and a later
-query on the same DataFrame or temporary view that has no pushable filter reuses the last
-one planned, pushed filters included (``PythonDataSourceV2.getOrCreateReadInfo``).  Nothing
-of the later query reaches Python, so the reader cannot tell; docs/spark.md tells users to
-load a DataFrame (or create the view) per query when pushdown is on, or to set
-``nyala.pushdown`` to false.
+PySpark 4.3 caches the planned read (reader and partitions) on the relation, replaces it
+whenever a query hands ``pushFilters`` filters, and reuses the last one for a query that has
+none (``PythonDataSourceV2.getOrCreateReadInfo``): after a query that pushed ``host = 'h3'``,
+an unfiltered query of the same DataFrame or temporary view reads only host h3.  Nothing of
+the later query reaches Python, so the reader cannot tell.  Pushing is therefore opt-in
+(``nyala.pushdown``, false by default): by default ``pushFilters`` keeps no predicate and
+hands every filter back, so every planned read is a full read and reusing it is right.
 """
 
 from __future__ import annotations

@@ -2,10 +2,14 @@
 
 ``local[2]`` with the UI and console progress off, UTC as the session time zone (Nyala
 timestamps are UTC), everything bound to loopback like a local cluster, Python workers
-running this interpreter (so they import this Nyala), Spark's Python filter pushdown on,
-so the data source's ``pushFilters`` is used (mind the reuse pitfall in docs/spark.md), and
-Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
+running this interpreter (so they import this Nyala), Spark's Python filter pushdown switch on,
+and Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
 10,000; its 64 MiB cap per batch still bounds wide rows).
+
+The switch on is safe for Nyala reads: they push nothing unless a read opts in with
+``nyala.pushdown`` (docs/spark.md says what that risks), and the switch only lets such an
+opt-in take effect.  Other Python data sources that push filters are exposed to PySpark's
+reuse of pushed filters (docs/spark.md); pass ``pushdown=False`` if the session reads them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ from pyspark.sql import SparkSession
 
 from .helpers import python_worker_env
 
-__all__ = ["ARROW_BATCH_CONF", "ARROW_BATCH_ROWS", "PUSHDOWN_CONF", "local_session"]
+__all__ = [
+    "ARROW_BATCH_CONF",
+    "ARROW_BATCH_ROWS",
+    "PUSHDOWN_CONF",
+    "TASK_FAILURE_LOGGERS",
+    "local_session",
+    "quiet_task_failure_logs",
+]
 
 #: Spark's switch for filter pushdown into Python data sources (off by default in Spark).
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -26,6 +37,16 @@ ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: batches ingested 2M rows at 0.437 and 0.463 M rows/s against 0.365 and 0.402 with
 #: Spark's 10,000 (alternated runs when this landed, 35c5868; docs/spark.md).
 ARROW_BATCH_ROWS = 100_000
+#: The Spark loggers that log a failed task again, each with the Python traceback and a Java
+#: stack trace, before the failure reaches the caller as the action's exception: a re-run
+#: insert of two partitions logged its message four times in 143 lines.
+TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.util.Utils",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.sql.execution.datasources.v2.AppendDataExec",
+)
 
 
 def local_session(
@@ -48,4 +69,21 @@ def local_session(
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel(log_level)
+    quiet_task_failure_logs(spark)
     return spark
+
+
+def quiet_task_failure_logs(spark: SparkSession) -> None:
+    """Log only fatal messages from :data:`TASK_FAILURE_LOGGERS` in this JVM.
+
+    A failed job still raises its first task's error (for a Nyala write: the count, the keys
+    and the remedy) from the action that ran it; only the copies Spark logs on the way, with
+    their Java stack traces, are dropped.  In local mode the executors are this JVM, so this
+    covers them; a cluster's executors keep their own logging configuration.
+    """
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        return
+    fatal = jvm.org.apache.logging.log4j.Level.FATAL
+    for name in TASK_FAILURE_LOGGERS:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, fatal)

@@ -14,6 +14,8 @@ batch is conformed to :func:`spark_arrow_schema` before it is handed over.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -82,10 +84,22 @@ def spark_schema(schema: Schema, columns: list[str] | None = None) -> StructType
     return StructType([StructField(c.name, spark_type(c.type), c.nullable) for c in chosen])
 
 
-def nyala_columns(struct: StructType, keys: list[str]) -> list[ColumnSchema]:
-    """Nyala columns for a Spark schema; key columns become non-null."""
+def nyala_columns(struct: StructType, keys: list[str], not_null: Sequence[str] = ()) -> list[ColumnSchema]:
+    """Nyala columns for a Spark schema; key columns and the ``not_null`` ones become non-null.
+
+    ``not_null`` exists because Spark marks every column it reads from Parquet (and most other
+    files) nullable, whatever the data: without it a table created from such a DataFrame could
+    not have a NOT NULL column besides its key.
+    """
+    names = set(struct.fieldNames())
+    unknown = [c for c in not_null if c not in names]
+    if unknown:
+        raise InvalidArgument(
+            f"not_null names columns {unknown} that the schema does not have (columns: {sorted(names)})"
+        )
+    required = set(keys) | set(not_null)
     return [
-        ColumnSchema.of(f.name, nyala_type(f.dataType, f.name), nullable=f.nullable and f.name not in keys)
+        ColumnSchema.of(f.name, nyala_type(f.dataType, f.name), nullable=f.nullable and f.name not in required)
         for f in struct.fields
     ]
 

@@ -7,10 +7,12 @@ every column must exist with the same type, the key must be complete — and ref
 Each task (executor Python worker) opens an AUTO_FLUSH_BACKGROUND session on the worker's
 shared client, applies ``nyala.operation`` to each Arrow batch as it arrives (the client
 splits it by tablet and pipelines the flushes), closes the session and collects the row
-errors, as kudu-spark does: any row error fails the task with the count and the first five
-errors.  The ``_ignore`` operations make duplicate keys (insert) and missing keys (update,
-delete) no error on the server, so replays of a retried task are harmless; plain ``insert``
-then reports AlreadyPresent for rows the failed attempt had written.
+errors, as kudu-spark does: any row error fails the task with the count, the keys of up to
+five refused rows (never their other columns: a failed load must not print its data) and what
+to do about it (an ``_ignore`` operation or upsert).  The ``_ignore`` operations make
+duplicate keys (insert) and missing keys (update, delete) no error on the server, so replays
+of a retried task are harmless; plain ``insert`` then reports AlreadyPresent for rows the
+failed attempt had written.
 
 Commit and abort: rows are durable (on a majority of replicas) as each flush is
 acknowledged, so there is nothing to publish at commit; ``commit`` receives the tasks' row
@@ -23,23 +25,42 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from nyala.client import FlushMode, RowError
 from nyala.errors import IllegalState, InvalidArgument
 from nyala.schema import ColumnSchema, OpType, Schema
 
-from ._clients import client_for
 from .options import NyalaOptions
-from .typemap import nyala_type
 
-__all__ = ["NyalaCommitMessage", "NyalaWriter", "RowErrorsInTask"]
+if TYPE_CHECKING:
+    from nyala.client import RowError
+
+# The client and the type mapping are imported where they are used: the commit, a Python
+# process of its own in a first write, unpickles this module's writer and only adds counts.
+
+__all__ = ["NyalaCommitMessage", "NyalaWriter", "RowErrorsInTask", "describe_row_errors"]
 
 SAMPLE_ERRORS = 5
+#: What to do when a whole kind of row error is expected, by (operation, error type).
+_REMEDIES: dict[tuple[OpType, str], str] = {
+    (OpType.INSERT, "AlreadyPresent"): (
+        "rows with these keys exist already; to load rows that may be there, write with nyala.operation "
+        "insert_ignore (insert_rows(..., ignore_duplicates=True)) to keep the present rows, or upsert to "
+        "replace them"
+    ),
+    (OpType.UPDATE, "NotFound"): (
+        "no rows have these keys; update_ignore (update_rows(..., ignore_missing=True)) skips missing keys, "
+        "upsert inserts them"
+    ),
+    (OpType.DELETE, "NotFound"): (
+        "no rows have these keys; delete_ignore (delete_rows(..., ignore_missing=True)) skips missing keys"
+    ),
+}
 _DELETES = (OpType.DELETE, OpType.DELETE_IGNORE)
 _INSERTS = (OpType.INSERT, OpType.INSERT_IGNORE)
 
@@ -63,9 +84,14 @@ class NyalaWriter(DataSourceArrowWriter):
     def __init__(self, options: NyalaOptions, schema: StructType, table_schema: Schema) -> None:
         self.options = options
         self.columns = check_write_schema(schema, table_schema, options)
+        self.keys = [c.name for c in table_schema.key_columns]
         self.committed_rows = 0
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> NyalaCommitMessage:
+        from nyala.client import FlushMode
+
+        from ._clients import client_for
+
         context = TaskContext.get()
         client = client_for(self.options.master, self.options.operation_timeout_ms)
         table = client.open_table(self.options.table)
@@ -80,7 +106,7 @@ class NyalaWriter(DataSourceArrowWriter):
         finally:
             errors += session.close()
         if errors or session.dropped_errors:
-            raise RowErrorsInTask(_describe(errors, session.dropped_errors, self.options))
+            raise RowErrorsInTask(describe_row_errors(errors, session.dropped_errors, self.options, self.keys))
         partition = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0
         return NyalaCommitMessage(partition, attempt, rows)
@@ -94,13 +120,34 @@ class NyalaWriter(DataSourceArrowWriter):
         return None
 
 
-def _describe(errors: list[RowError], dropped: int, options: NyalaOptions) -> str:
+def describe_row_errors(errors: list[RowError], dropped: int, options: NyalaOptions, keys: list[str]) -> str:
+    """The task's failure: counts by error type, up to five keys, and the remedy if there is one."""
     failed = len(errors) + dropped
-    sample = "; ".join(f"{type(e.error).__name__}: {e.error} (row {e.row})" for e in errors[:SAMPLE_ERRORS])
+    by_type: dict[str, list[RowError]] = {}
+    for error in errors:
+        by_type.setdefault(type(error.error).__name__, []).append(error)
+    parts = []
+    for name, group in by_type.items():
+        sample = ", ".join(_key(e.row, keys) for e in group[:SAMPLE_ERRORS])
+        more = f" and {len(group) - SAMPLE_ERRORS} more" if len(group) > SAMPLE_ERRORS else ""
+        remedy = _REMEDIES.get((options.operation, name))
+        # Without a known remedy, the first server message says what went wrong.
+        detail = remedy if remedy is not None else f"first: {_short(str(group[0].error))}"
+        parts.append(f"{len(group)} {name} (keys {sample}{more}): {detail}")
+    if dropped:
+        parts.append(f"{dropped} more not kept")
     return (
         f"failed to write {failed} rows to Nyala table {options.table!r} with operation "
-        f"{options.operation_name}; sample errors: {sample}"
+        f"{options.operation_name}: " + "; ".join(parts)
     )
+
+
+def _key(row: dict[str, object], keys: list[str]) -> str:
+    return "(" + ", ".join(f"{k}={_short(repr(row.get(k)), 40)}" for k in keys) + ")"
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _required(column: ColumnSchema) -> bool:
@@ -109,6 +156,8 @@ def _required(column: ColumnSchema) -> bool:
 
 def check_write_schema(schema: StructType, table_schema: Schema, options: NyalaOptions) -> list[str]:
     """The DataFrame columns to send; InvalidArgument names the first mismatch."""
+    from .typemap import nyala_type
+
     table = options.table
     for field in schema.fields:
         if field.name not in table_schema.names:
