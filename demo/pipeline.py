@@ -143,8 +143,7 @@ def aggregate(spark: SparkSession, master: str) -> tuple[dict[str, list[Row]], f
 def create_view(spark: SparkSession, master: str) -> None:
     # Pushdown is opted in: safe here because every query gets a view of its own.
     options = (
-        f"`nyala.master` '{master}', `nyala.table` '{TABLE}', `nyala.faultTolerantScan` 'true', "
-        "`nyala.pushdown` 'true'"
+        f"`nyala.master` '{master}', `nyala.table` '{TABLE}', `nyala.faultTolerantScan` 'true', `nyala.pushdown` 'true'"
     )
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW m USING nyala OPTIONS ({options})")
 
