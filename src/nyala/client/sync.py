@@ -248,6 +248,11 @@ class Client:
         """Make every master forget a dead tablet server; returns the replicas it still held."""
         return self.run(self._aio.unregister_tserver(uuid, force=force, timeout_s=timeout_s))
 
+    def rebalance_lease(self, holder: str, duration_s: float, *, timeout_s: float | None = None) -> bool:
+        """Take, renew (or with 0, release) a lease that pauses the master's auto rebalancer;
+        returns whether auto rebalancing is enabled at all."""
+        return self.run(self._aio.rebalance_lease(holder, duration_s, timeout_s=timeout_s))
+
     def scanner_from_token(self, token: ScanToken) -> Scanner:
         """A scanner reading the one tablet of ``token`` (made by any client of the cluster)."""
         return Scanner(self, self.run(self._aio.scanner_from_token(token)))
