@@ -311,6 +311,8 @@ def test_begin_answers_while_the_pinned_file_is_still_being_copied(
         response, first = await sources.fetch(begun.session_id, 0, 0, 0)  # copied already
         assert response.chunk_crc32c == crc32c.crc32c(first)
         last = asyncio.ensure_future(fetch_file(sources, begun.session_id, store_file))
+        # A negative check: nothing to wait for but time.  The fetch must not answer while the
+        # staging copy is held at the gate; 0.2 s is far longer than an answer takes.
         await asyncio.sleep(0.2)
         assert not last.done()  # waits for the copy
         assert store._pins == 1
@@ -356,7 +358,7 @@ def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monke
         broken.set()
         again = await sources.begin("t1", REQUESTOR)
         waiting = asyncio.ensure_future(fetch_file(sources, again.session_id, again.files[0]))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # most often the fetch is waiting when the copy fails; either way it must fail
         gate.set()
         with pytest.raises(IOFailure, match="a disk error"):
             await asyncio.wait_for(waiting, 30)
