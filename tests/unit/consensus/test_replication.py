@@ -319,20 +319,25 @@ def test_a_leader_reports_a_follower_silent_for_the_failure_timeout_as_failed_un
         return {p.peer_id: p.health for p in leader.peer_progress()}
 
     assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.HEALTHY}
+    leader.take_health_changed()
     net.cut = {"c"}
     for _ in range(19):  # 1.9 s: not yet (probing for its log's end, it is UNKNOWN meanwhile)
         leader.tick()
         net.deliver()
     assert health()["b"] is PeerHealth.HEALTHY
     assert health()["c"] is not PeerHealth.FAILED
+    assert not leader.take_health_changed()
     leader.tick()
     net.deliver()
     assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.FAILED}
+    assert leader.take_health_changed()  # the driver reports it at once
+    assert not leader.take_health_changed()
     net.cut = set()
     for _ in range(10):  # its next heartbeat answer clears it
         leader.tick()
         net.deliver()
     assert health() == {"b": PeerHealth.HEALTHY, "c": PeerHealth.HEALTHY}
+    assert leader.take_health_changed()
 
 
 def test_a_follower_behind_the_compacted_log_is_unrecoverable_once_copies_have_not_helped_for_the_timeout() -> None:

@@ -165,7 +165,7 @@ class ReplicationMixin(CoreState):
         progress = self._progress.get(m.sender) if self._phase is Phase.LEADER else None
         if progress is None:
             return
-        progress.heard()
+        self._hear(progress)
         if not m.success:
             hint_index = m.hint_index
             if m.hint_term > 0:
@@ -185,7 +185,7 @@ class ReplicationMixin(CoreState):
         progress = self._progress.get(m.sender) if self._phase is Phase.LEADER else None
         if progress is None:
             return
-        progress.heard()
+        self._hear(progress)
         progress.paused = False
         if m.read_seq > progress.read_seq:
             progress.read_seq = m.read_seq
@@ -281,8 +281,10 @@ class ReplicationMixin(CoreState):
                 self._become_follower(self._term, "")
                 return
         self._tick_transfer()
+        failed = self._timing.failed_follower_ticks
         for peer_id, progress in self._progress.items():
             progress.silent_ticks += 1
+            self._health_changed |= progress.silent_ticks == failed
             self._tick_progress(peer_id, progress)
         self._maybe_promote()
 
@@ -293,10 +295,16 @@ class ReplicationMixin(CoreState):
                 progress.become_probe()  # acknowledgements were lost: find the match point again
         elif progress.state is ProgressState.NEEDS_COPY:
             progress.copy_ticks += 1
+            self._health_changed |= progress.copy_ticks == self._timing.failed_follower_ticks
             progress.copy_notice_ticks -= 1
             if progress.copy_notice_ticks <= 0:
                 self._notify_copy(peer_id, progress)
                 self._send_base_probe(peer_id)
+
+    def _hear(self, progress: Progress) -> None:
+        """A peer answered; a FAILED one is no longer (its health changes at once)."""
+        self._health_changed |= progress.silent_ticks >= self._timing.failed_follower_ticks
+        progress.heard()
 
     def _quorum_active(self) -> bool:
         config = self.active_config

@@ -87,6 +87,9 @@ class CoreState:
     _read_states: list[ReadState]
     _dropped_reads: list[int]
     _copy_targets: list[str]
+    #: A member became FAILED or FAILED_UNRECOVERABLE, or answered again after that, since the
+    #: driver last asked (:meth:`RaftCore.take_health_changed`).
+    _health_changed: bool
     _active_config_dirty: bool
     _committed_config_dirty: bool
     _last_soft: SoftState | None

@@ -141,6 +141,7 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
         self._read_states = []
         self._dropped_reads = []
         self._copy_targets = []
+        self._health_changed = False
         self._active_config_dirty = True
         self._committed_config_dirty = False
         self._last_soft: SoftState | None = None
@@ -230,11 +231,18 @@ class RaftCore(ReplicationMixin, MembershipMixin, CoreState):
     def entry(self, index: int) -> LogEntry:
         return self._log.entry(index)
 
+    def take_health_changed(self) -> bool:
+        """Whether a member's health crossed the failure line (either way) since the last call;
+        the driver reports the tablet to the master at once rather than at its next heartbeat."""
+        changed, self._health_changed = self._health_changed, False
+        return changed
+
     def note_contact(self, peer_id: str) -> None:
         """The driver heard from ``peer_id``'s server outside Raft (it answered that it does not
         host the group yet, e.g. while a tablet copy to it runs): it is reachable, not failed."""
         progress = self._progress.get(peer_id)
         if progress is not None:
+            self._health_changed |= progress.silent_ticks >= self._timing.failed_follower_ticks
             progress.silent_ticks = 0
 
     def peer_progress(self) -> tuple[PeerProgress, ...]:

@@ -337,6 +337,8 @@ class RaftReplica:
         if self._closed or self._failed:
             return
         self._core.tick(now_tick)
+        if self._core.take_health_changed() and self.on_change is not None:
+            self.on_change(self)  # the master hears of a failed member now, not a heartbeat later
         self._kick()
 
     async def replicate(self, payload: bytes) -> Any:
