@@ -76,7 +76,8 @@ def test_an_offline_tool_is_refused_while_server_json_names_a_live_process(tmp_p
     # A server whose lock the tool could take anyway (flock is a no-op on some network
     # filesystems) is still recognised by the live pid in its status file.
     DataDir(tmp_path / "ts").close()
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # A process that lives until the test closes its stdin (or kills it).
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         status = {"kind": "tserver", "uuid": "u" * 32, "rpc_address": "127.0.0.1:7050", "pid": other.pid}
         (tmp_path / "ts" / "server.json").write_text(json.dumps(status))
@@ -84,7 +85,7 @@ def test_an_offline_tool_is_refused_while_server_json_names_a_live_process(tmp_p
             OfflineDataDir(tmp_path / "ts")
     finally:
         other.kill()
-        other.wait(timeout=10)
+        other.communicate(timeout=10)  # reaps it and closes its stdin pipe
     assert not pid_alive(other.pid)
     OfflineDataDir(tmp_path / "ts").close()  # a stale status file (a killed server) does not block the tool
 

@@ -291,11 +291,12 @@ def test_begin_answers_while_the_pinned_file_is_still_being_copied(
     directory goes on, a fetch of a range it has not reached waits for it, and the pin holds
     until the copy is done.  A chunk at an unaligned offset is checksummed as it is served."""
     monkeypatch.setattr(tablet_copy_source, "_STAGE_PIECE", CHUNK)
-    gate = threading.Event()
+    gate, parked = threading.Event(), threading.Event()
     copy_range = tablet_copy_source._copy_range
 
     def slow(fin: int, fout: int, offset: int, length: int) -> int:
         if offset >= CHUNK:  # the first piece goes at once, the rest when the test says
+            parked.set()
             assert gate.wait(60)
         return copy_range(fin, fout, offset, length)
 
@@ -311,9 +312,11 @@ def test_begin_answers_while_the_pinned_file_is_still_being_copied(
         response, first = await sources.fetch(begun.session_id, 0, 0, 0)  # copied already
         assert response.chunk_crc32c == crc32c.crc32c(first)
         last = asyncio.ensure_future(fetch_file(sources, begun.session_id, store_file))
-        # A negative check: nothing to wait for but time.  The fetch must not answer while the
-        # staging copy is held at the gate; 0.2 s is far longer than an answer takes.
-        await asyncio.sleep(0.2)
+        # The staging copy is held at the gate before the range the fetch asks for: once the
+        # fetch has had its turns of the loop, it must still be waiting.
+        await wait_for_async(parked.is_set, what="the staging copy held at the gate", timeout_s=30)
+        for _ in range(20):
+            await asyncio.sleep(0)
         assert not last.done()  # waits for the copy
         assert store._pins == 1
         gate.set()
@@ -333,11 +336,12 @@ def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monke
     the fetches waiting for it with IOFailure (the destination retries, then gives up) and
     lets the pin go too."""
     monkeypatch.setattr(tablet_copy_source, "_STAGE_PIECE", CHUNK)
-    gate, broken = threading.Event(), threading.Event()
+    gate, broken, parked = threading.Event(), threading.Event(), threading.Event()
     copy_range = tablet_copy_source._copy_range
 
     def held(fin: int, fout: int, offset: int, length: int) -> int:
         if offset >= CHUNK:
+            parked.set()
             assert gate.wait(60)
             if broken.is_set():
                 raise OSError(errno.EIO, "a disk error")
@@ -355,10 +359,14 @@ def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monke
         gate.set()  # the copy sees it was stopped at its next piece
         await wait_for_async(lambda: _unpinned(store), what="the pin to go", timeout_s=10)
         gate.clear()
+        parked.clear()
         broken.set()
         again = await sources.begin("t1", REQUESTOR)
         waiting = asyncio.ensure_future(fetch_file(sources, again.session_id, again.files[0]))
-        await asyncio.sleep(0.1)  # most often the fetch is waiting when the copy fails; either way it must fail
+        # The new copy is held at the gate and the fetch has had its turns: it waits for the copy.
+        await wait_for_async(parked.is_set, what="the second staging copy held at the gate", timeout_s=30)
+        for _ in range(20):
+            await asyncio.sleep(0)
         gate.set()
         with pytest.raises(IOFailure, match="a disk error"):
             await asyncio.wait_for(waiting, 30)
