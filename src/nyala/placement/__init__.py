@@ -17,6 +17,9 @@ How it works, in order of a request's path:
   them), then a server in each location through the indexed range-aware ranking of
   :mod:`~nyala.placement.ranking` (fewest replicas of the range, then of the table, then in
   total; counts packed as in :mod:`~nyala.placement.tally`), and records each choice as pending.
+- :mod:`~nyala.placement.constraint` is a table's (or range's) own policy: the location
+  subtrees its replicas must stay in, the no-majority rule one level down inside them, and
+  a leader location; :mod:`~nyala.placement.constraint_choice` places a constrained tablet.
 - :mod:`~nyala.placement.reference` is the plain full scan that Kudu runs: the oracle of the
   tests and the baseline of the benchmark.
 - :mod:`~nyala.placement.rebalance` plans replica moves from a cluster snapshot: drain, fix
@@ -33,6 +36,7 @@ seeded generator makes every placement reproducible.
 
 from __future__ import annotations
 
+from nyala.placement.constraint import ConstraintCheck, PlacementConstraint, check_constraint
 from nyala.placement.location import common_prefix_depth, location_components, validate_location
 from nyala.placement.options import PlacementOptions
 from nyala.placement.placer import PlacementResult, place_new_tablet, place_replacement
@@ -44,7 +48,9 @@ from nyala.placement.state import ClusterState, TServerInfo
 __all__ = [
     "ClusterInfo",
     "ClusterState",
+    "ConstraintCheck",
     "Move",
+    "PlacementConstraint",
     "PlacementOptions",
     "PlacementResult",
     "Plan",
@@ -53,6 +59,7 @@ __all__ = [
     "TServerInfo",
     "TabletInfo",
     "Verdict",
+    "check_constraint",
     "check_placement",
     "common_prefix_depth",
     "location_components",

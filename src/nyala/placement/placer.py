@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING
 
 from nyala.errors import InvalidArgument, ServiceUnavailable
 from nyala.placement import ranking
+from nyala.placement.constraint_choice import choose_constrained_locations, group_counts
 from nyala.placement.location_choice import choose_locations_indexed, choose_locations_scan
 from nyala.placement.policy import PolicyCheck, check_placement, location_limit
 
 if TYPE_CHECKING:
+    from nyala.placement.constraint import PlacementConstraint
     from nyala.placement.state import ClusterState, Context, Location, Server
 
 __all__ = ["NYALA", "PlacementResult", "Strategy", "place_new_tablet", "place_replacement"]
@@ -75,7 +77,7 @@ class PlacementResult:
         self.tserver_uuids = tserver_uuids
         self.replication_factor = replication_factor
         limit = location_limit(replication_factor, len(servers_per_location))
-        self.policy_met = max(replicas_per_location.values()) <= limit
+        self.policy_met = max(replicas_per_location.values(), default=0) <= limit
         self._counts = replicas_per_location
         self._servers = servers_per_location  # a snapshot: the state replaces, never mutates, it
         self._check: PolicyCheck | None = None
@@ -102,12 +104,16 @@ def place_new_tablet(
     *,
     now_s: float,
     strategy: Strategy = NYALA,
+    constraint: PlacementConstraint | None = None,
 ) -> PlacementResult:
-    """Choose ``replication_factor`` distinct live servers for a new tablet of ``(table_id, range_key)``."""
+    """Choose ``replication_factor`` distinct live servers for a new tablet of ``(table_id, range_key)``.
+
+    ``constraint``: the table's (or range's) own placement policy (:mod:`nyala.placement.constraint`).
+    """
     _check_request(table_id, range_key, replication_factor)
     if now_s != state.clock.last_now_s:
         state.advance_clock(now_s)
-    return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy)
+    return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy, constraint)
 
 
 def place_replacement(
@@ -120,11 +126,13 @@ def place_replacement(
     now_s: float,
     leaving: Collection[str] = (),
     strategy: Strategy = NYALA,
+    constraint: PlacementConstraint | None = None,
 ) -> PlacementResult:
     """Choose one server for an extra replica of a tablet whose members are ``current_replicas``.
 
     ``leaving`` names members about to be removed (marked for replacement); like members on
     dead servers they do not count toward their location, but no member is ever chosen again.
+    With a strict ``constraint`` the replica goes inside its subtrees or nowhere.
     """
     _check_request(table_id, range_key, replication_factor)
     excluded = state.sids_of(current_replicas)
@@ -134,7 +142,7 @@ def place_replacement(
     leaving_sids = set(state.sids_of(leaving))
     staying = [sid for sid in excluded if sid not in leaving_sids and _server(state, sid).live]
     state.advance_clock(now_s)
-    return _place(state, table_id, range_key, replication_factor, 1, staying, set(excluded), strategy)
+    return _place(state, table_id, range_key, replication_factor, 1, staying, set(excluded), strategy, constraint)
 
 
 def _place(
@@ -146,6 +154,7 @@ def _place(
     staying: list[int],
     excluded: set[int],
     strategy: Strategy,
+    constraint: PlacementConstraint | None = None,
 ) -> PlacementResult:
     locations = state.locations
     available = state.live_servers
@@ -155,7 +164,9 @@ def _place(
         if server.live:
             taken[server.location] = taken.get(server.location, 0) + 1
             available -= 1
-    if available < count:
+    if constraint is not None and constraint.empty:
+        constraint = None
+    if available < count and constraint is None:
         raise ServiceUnavailable(
             f"not enough live tablet servers to place {count} replica(s) of table {table_id!r} "
             f"range {range_key!r}: {state.live_servers} live, {len(excluded)} already hold a replica"
@@ -164,7 +175,9 @@ def _place(
     for sid in staying:
         name = _server(state, sid).location
         counts[name] = counts.get(name, 0) + 1
-    if len(locations) == 1:
+    if constraint is not None:
+        chosen_locations = choose_constrained_locations(state, constraint, count, replication_factor, counts, taken)
+    elif len(locations) == 1:
         chosen_locations = [next(iter(locations))] * count  # nothing to choose, and no limit
     elif strategy.location_load_counts_pending:
         chosen_locations = choose_locations_indexed(state, count, replication_factor, counts, taken)
@@ -188,6 +201,12 @@ def _place(
         state.record_pending(loc, tctx, rctx, placed)
         chosen.append(placed.uuid)
         counts[name] = counts.get(name, 0) + 1
+    if constraint is not None:
+        # The policy one level down: the groups inside the subtrees stand for the locations.
+        in_groups, servers_in_groups, outside = group_counts(state, constraint, counts)
+        result = PlacementResult(tuple(chosen), replication_factor, in_groups, servers_in_groups)
+        result.policy_met = result.policy_met and not outside
+        return result
     return PlacementResult(tuple(chosen), replication_factor, counts, state.live_servers_per_location())
 
 

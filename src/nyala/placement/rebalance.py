@@ -28,6 +28,13 @@ Phases 1 to 3 can each be turned off (Kudu's ``--disable_policy_fixer``,
 ``--disable_cross_location_rebalancing``, ``--disable_intra_location_rebalancing``); draining
 always runs, since it is asked for by naming the servers.
 
+A tablet may carry its table's (or range's) own constraint
+(:class:`~nyala.placement.constraint.PlacementConstraint`): no move ever lands outside its
+subtrees, the policy's limit counts the groups one level below them instead of locations, the
+fixer first brings replicas found outside back inside (when no server inside can take one the
+tablet is reported unfixable and left alone), and cross-location balancing of a key only
+looks at the locations its tablets may use.
+
 Every move is checked against the policy: a move never makes a tablet's layout violate it.
 Planning again on the planned layout (with the same options) yields no moves.  Ties are broken
 by ``rng``.
@@ -42,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from nyala.common.config import setting
 from nyala.errors import InvalidArgument
+from nyala.placement.constraint import PlacementConstraint, in_subtree
 from nyala.placement.location import validate_location
 from nyala.placement.policy import location_limit, policy_satisfiable
 
@@ -61,6 +69,8 @@ class TabletInfo:
     replication_factor: int
     replicas: tuple[str, ...]
     leader: str | None = None
+    #: The table's (or range's) own placement policy; None: the cluster-wide policy only.
+    constraint: PlacementConstraint | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,7 +118,7 @@ class RebalanceOptions:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Plan:
     moves: list[Move]
-    unfixable: list[str]  # tablets violating the policy that no layout on these servers can fix
+    unfixable: list[str]  # tablets violating the policy (or their constraint) that no layout here can fix
 
 
 class _StopPlanning(Exception):
@@ -159,6 +169,15 @@ class _Model:
             if staying:
                 self.active_of[location] = staying
         self.tablets = {t.tablet_id: t for t in cluster.tablets}
+        self.constraint_of: dict[str, PlacementConstraint] = {
+            t.tablet_id: t.constraint for t in cluster.tablets if t.constraint is not None and t.constraint.strict
+        }
+        self._groups: dict[PlacementConstraint, dict[str, int]] = {}
+        self.leader_location_of: dict[str, str] = {
+            t.tablet_id: t.constraint.leader_location
+            for t in cluster.tablets
+            if t.constraint is not None and t.constraint.leader_location
+        }
         self.members: dict[str, set[str]] = {}
         self.key_of: dict[str, tuple[str, bytes]] = {}
         self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
@@ -200,14 +219,50 @@ class _Model:
         if self.options.max_moves and len(self.moves) >= self.options.max_moves:
             raise _StopPlanning
 
+    def unit_of(self, tablet_id: str, location: str) -> str | None:
+        """What the policy counts ``location`` as for this tablet: the location itself, or with
+        a constraint its group one level below the subtrees (None: outside them)."""
+        constraint = self.constraint_of.get(tablet_id)
+        return location if constraint is None else constraint.group_of(location)
+
+    def allows(self, tablet_id: str, location: str) -> bool:
+        constraint = self.constraint_of.get(tablet_id)
+        return constraint is None or constraint.allows(location)
+
     def counts_per_location(self, tablet_id: str) -> dict[str, int]:
+        """The tablet's replicas per policy unit (see :meth:`unit_of`); outside ones are not counted."""
         counts: dict[str, int] = defaultdict(int)
         for uuid in self.members[tablet_id]:
-            counts[self.location_of[uuid]] += 1
+            unit = self.unit_of(tablet_id, self.location_of[uuid])
+            if unit is not None:
+                counts[unit] += 1
         return counts
 
+    def outside(self, tablet_id: str) -> list[str]:
+        """The tablet's members outside its constraint, the most loaded first."""
+        if tablet_id not in self.constraint_of:
+            return []
+        away = [u for u in self.members[tablet_id] if not self.allows(tablet_id, self.location_of[u])]
+        return sorted(away, key=lambda u: (u == self.tablets[tablet_id].leader, -self.total[u], u))
+
+    def servers_per_unit(self, tablet_id: str) -> dict[str, int]:
+        """The staying servers per policy unit the tablet may use."""
+        constraint = self.constraint_of.get(tablet_id)
+        if constraint is None:
+            return {loc: len(uuids) for loc, uuids in self.active_of.items()}
+        groups = self._groups.get(constraint)
+        if groups is None:
+            groups = {}
+            for loc, uuids in self.active_of.items():
+                group = constraint.group_of(loc)
+                if group is not None:
+                    groups[group] = groups.get(group, 0) + len(uuids)
+            self._groups[constraint] = groups
+        return groups
+
     def limit(self, tablet_id: str) -> int:
-        return location_limit(self.tablets[tablet_id].replication_factor, len(self.active_of))
+        units = len(self.active_of) if tablet_id not in self.constraint_of else len(self.servers_per_unit(tablet_id))
+        return location_limit(self.tablets[tablet_id].replication_factor, units)
 
     def _breaks_policy(self, tablet_id: str, source: str, target: str) -> bool:
         """Whether the move makes the tablet's layout worse under the policy.
@@ -217,11 +272,23 @@ class _Model:
         tablet's highest count per location.
         """
         to_location = self.location_of[target]
-        if to_location == self.location_of[source]:
+        if not self.allows(tablet_id, to_location):
+            return True  # a strict constraint: never, not even within the location it is in
+        to_unit = self.unit_of(tablet_id, to_location)
+        if to_unit == self.unit_of(tablet_id, self.location_of[source]):
             return False
         counts = self.counts_per_location(tablet_id)
-        after = counts.get(to_location, 0) + 1
-        return after > self.limit(tablet_id) and after > max(counts.values())
+        after = counts.get(to_unit or "", 0) + 1
+        return after > self.limit(tablet_id) and after > max(counts.values(), default=0)
+
+    def _strands_leader_location(self, tablet_id: str, source: str, to_location: str) -> bool:
+        """Whether the move takes away the tablet's last replica in its leader location (balancing
+        never does; draining and the policy fixer may, since they must move the replica)."""
+        wanted = self.leader_location_of.get(tablet_id)
+        if not wanted or in_subtree(to_location, wanted) or not in_subtree(self.location_of[source], wanted):
+            return False
+        near = sum(in_subtree(self.location_of[u], wanted) for u in self.members[tablet_id])
+        return near <= 1
 
     def key_count(self, key: tuple[str, bytes], uuid: str) -> int:
         return len(self.by_key[key].get(uuid, ()))
@@ -230,6 +297,8 @@ class _Model:
         """The server of ``location`` with the fewest replicas of the tablet's key, then in total."""
         key = self.key_of[tablet_id]
         members = self.members[tablet_id]
+        if not self.allows(tablet_id, location):
+            return None
         candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
         if not candidates:
             return None
@@ -259,7 +328,8 @@ class _Model:
             loc
             for loc, servers in self.active_of.items()
             if loc != exclude
-            and counts.get(loc, 0) + 1 <= allowed
+            and self.allows(tablet_id, loc)
+            and counts.get(self.unit_of(tablet_id, loc) or "", 0) + 1 <= allowed
             and any(u not in members and u not in self.draining for u in servers)
         ]
         if not options:
@@ -273,7 +343,8 @@ class _Model:
             for key in sorted(self.by_key):
                 for tablet_id in sorted(self.by_key[key].get(uuid, ())):
                     here = self.location_of[uuid]
-                    target = self.best_target(tablet_id, here)  # staying put keeps the policy as it is
+                    # Staying put keeps the policy as it is (never outside a constraint: see best_target).
+                    target = self.best_target(tablet_id, here)
                     if target is None:
                         location = self.best_location(tablet_id, exclude=here, best_effort=True)
                         target = self.best_target(tablet_id, location) if location else None
@@ -282,9 +353,12 @@ class _Model:
 
     def fix_policy(self) -> list[str]:
         unfixable = []
-        servers = {loc: len(uuids) for loc, uuids in self.active_of.items()}
         for tablet_id in sorted(self.members):
+            if not self._bring_inside(tablet_id):
+                unfixable.append(tablet_id)
+                continue
             limit = self.limit(tablet_id)
+            servers = self.servers_per_unit(tablet_id)
             while True:
                 counts = self.counts_per_location(tablet_id)
                 over = [loc for loc, n in counts.items() if n > limit]
@@ -301,10 +375,22 @@ class _Model:
                 self.move(tablet_id, self._source_in(tablet_id, max(over, key=counts.__getitem__)), target, "policy")
         return unfixable
 
-    def _source_in(self, tablet_id: str, location: str) -> str:
-        """The tablet's replica in ``location`` on the most loaded server, a follower if possible."""
+    def _bring_inside(self, tablet_id: str) -> bool:
+        """Move the tablet's replicas found outside its constraint back inside; False when some
+        cannot move (no server inside can take one), and then nothing is moved for it."""
+        away = self.outside(tablet_id)
+        for uuid in away:
+            destination = self.best_location(tablet_id) or self.best_location(tablet_id, best_effort=True)
+            target = self.best_target(tablet_id, destination) if destination else None
+            if target is None:
+                return False
+            self.move(tablet_id, uuid, target, "policy")
+        return True
+
+    def _source_in(self, tablet_id: str, unit: str) -> str:
+        """The tablet's replica in policy ``unit`` on the most loaded server, a follower if possible."""
         leader = self.tablets[tablet_id].leader
-        here = [u for u in self.members[tablet_id] if self.location_of[u] == location]
+        here = [u for u in self.members[tablet_id] if self.unit_of(tablet_id, self.location_of[u]) == unit]
         return max(here, key=lambda u: (u != leader, u in self.draining, self.total[u], u))
 
     def balance_across_locations(self) -> None:
@@ -315,8 +401,11 @@ class _Model:
                 pass
 
     def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
+        usable = self._usable_locations(key)
         per_location = {
-            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids) for loc, uuids in self.active_of.items()
+            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids)
+            for loc, uuids in self.active_of.items()
+            if loc in usable
         }
         order = sorted(per_location, key=per_location.__getitem__)
         threshold = self.options.load_imbalance_threshold
@@ -337,12 +426,29 @@ class _Model:
                     return True
         return False
 
+    def _usable_locations(self, key: tuple[str, bytes]) -> set[str]:
+        """The locations some tablet of ``key`` may use (all of them unless every tablet is constrained)."""
+        constraints = set()
+        for tablet_ids in self.by_key[key].values():
+            for tablet_id in tablet_ids:
+                constraint = self.constraint_of.get(tablet_id)
+                if constraint is None:
+                    return set(self.active_of)
+                constraints.add(constraint)
+        return {loc for loc in self.active_of if any(c.allows(loc) for c in constraints)}
+
     def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:
         sources = sorted(self.active_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
         for source in sources:
             for tablet_id in sorted(self.by_key[key].get(source, ())):
+                if not self.allows(tablet_id, target_loc):
+                    continue
+                if self._strands_leader_location(tablet_id, source, target_loc):
+                    continue
+                target_unit = self.unit_of(tablet_id, target_loc)
                 counts = self.counts_per_location(tablet_id)
-                if counts.get(target_loc, 0) + 1 > self.limit(tablet_id):
+                same_unit = target_unit == self.unit_of(tablet_id, source_loc)
+                if not same_unit and counts.get(target_unit or "", 0) + 1 > self.limit(tablet_id):
                     continue
                 target = self.best_target(tablet_id, target_loc)
                 if target is not None:
@@ -400,7 +506,18 @@ class _Model:
 
     def _movable(self, key: tuple[str, bytes], source: str, target: str) -> str | None:
         """A tablet of ``key`` on ``source`` without a replica on ``target``, a follower first."""
-        candidates = [t for t in self.by_key[key].get(source, ()) if target not in self.members[t]]
+        candidates = [
+            t
+            for t in self.by_key[key].get(source, ())
+            if target not in self.members[t]
+            and (
+                (t not in self.constraint_of and t not in self.leader_location_of)
+                or not (
+                    self._breaks_policy(t, source, target)
+                    or self._strands_leader_location(t, source, self.location_of[target])
+                )
+            )
+        ]
         if not candidates:
             return None
         return min(candidates, key=lambda t: (self.tablets[t].leader == source, t))
