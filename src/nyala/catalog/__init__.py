@@ -12,7 +12,8 @@ times in.  How it works:
 - Every logical operation is ONE ``CatalogWritePB`` (seed 002): :mod:`.writes` builds the
   write of a create (table RUNNING + tablets CREATING), a delete (table REMOVED + tablets
   DELETED, kept as tombstones) and an alter (version bumped, tablets of added ranges
-  CREATING, of dropped ranges DELETED).  A mutation with an empty value removes an entry.
+  CREATING, of dropped ranges DELETED).  A table's placement policies (its own and its
+  ranges') live in its entry (:mod:`.placement_policy`).  A mutation with an empty value removes an entry.
 - :class:`CatalogState` is the fold of committed writes: tables by id and by name (removed
   tables keep their id entry but free the name), tablets by id, and per table its tablets in
   partition-key order for location lookups.  The master's in-memory view is one of these,
@@ -38,6 +39,7 @@ from nyala.catalog.entries import (
     tablet_mutation,
     voters_config,
 )
+from nyala.catalog.placement_policy import TablePlacement, constraint_of, placement_pb, range_placement_pbs
 from nyala.catalog.state import CatalogState, state_from_entries
 from nyala.catalog.tserver_state import check_tserver_uuid, maintenance_write, tserver_state_mutation, unregister_write
 from nyala.catalog.validate import (
@@ -62,6 +64,7 @@ __all__ = [
     "NewTable",
     "NewTablet",
     "TableInfo",
+    "TablePlacement",
     "TabletInfo",
     "alter_table_write",
     "check_entry_sizes",
@@ -70,6 +73,7 @@ __all__ = [
     "check_tablet_count",
     "check_tserver_uuid",
     "cluster_id_mutation",
+    "constraint_of",
     "copy_table_entry",
     "copy_tablet_entry",
     "create_table_write",
@@ -77,7 +81,9 @@ __all__ = [
     "encode_partition",
     "maintenance_write",
     "new_tablet_entry",
+    "placement_pb",
     "plan_alter",
+    "range_placement_pbs",
     "state_from_entries",
     "table_mutation",
     "tablet_mutation",

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from nyala.catalog.entries import TableInfo
+from nyala.catalog.placement_policy import NO_PLACEMENT, TablePlacement, constraint_of, existing_range, range_bounds_of
 from nyala.catalog.validate import check_table_name
 from nyala.errors import InvalidArgument, NotFound
 from nyala.proto import master_pb2 as mpb
@@ -34,6 +35,7 @@ class AlterPlan:
     partitioner: Partitioner
     added: tuple[Partition, ...]  # partitions of added ranges: new tablets
     dropped: tuple[Partition, ...]  # partitions of dropped ranges: their tablets get deleted
+    placement: TablePlacement = NO_PLACEMENT  # the table's placement policies after the alter
 
 
 @dataclasses.dataclass
@@ -41,6 +43,7 @@ class _Work:
     schema: Schema
     partition_schema: PartitionSchema
     ranges: list[RangeBounds]
+    placement: TablePlacement
     added_ranges: list[RangeBounds] = dataclasses.field(default_factory=list)
     dropped_ranges: list[RangeBounds] = dataclasses.field(default_factory=list)
 
@@ -58,7 +61,7 @@ def plan_alter(table: TableInfo, request: mpb.AlterTableRequestPB) -> AlterPlan:
     if not request.steps and new_name is None and not request.new_table_name:
         raise InvalidArgument(f"AlterTable of table {table.name!r} has no steps and no new name")
     original = table.partitioner
-    work = _Work(table.schema, original.partition_schema, list(original.ranges))
+    work = _Work(table.schema, original.partition_schema, list(original.ranges), table.placement)
     for position, step in enumerate(request.steps, 1):
         try:
             _apply_step(work, step)
@@ -69,7 +72,8 @@ def plan_alter(table: TableInfo, request: mpb.AlterTableRequestPB) -> AlterPlan:
         raise InvalidArgument(f"AlterTable would leave table {table.name!r} without any range partition")
     added = tuple(p for r in work.added_ranges for p in partitioner.partitions_of_range(r))
     dropped = tuple(p for r in work.dropped_ranges for p in original.partitions_of_range(r))
-    return AlterPlan(new_name, work.schema, partitioner, added, dropped)
+    placement = work.placement.without_ranges([r for r in work.placement.ranges if r not in work.ranges])
+    return AlterPlan(new_name, work.schema, partitioner, added, dropped, placement)
 
 
 def _describe(step: mpb.AlterTableStepPB) -> str:
@@ -89,6 +93,8 @@ def _apply_step(work: _Work, step: mpb.AlterTableStepPB) -> None:
         _add_range(work, step.add_range_partition)
     elif kind == "drop_range_partition":
         _drop_range(work, step.drop_range_partition)
+    elif kind == "set_placement":
+        _set_placement(work, step.set_placement)
     else:
         raise InvalidArgument("the step sets no operation")
 
@@ -152,6 +158,16 @@ def _bound_values(work: _Work, data: bytes, which: str) -> list[Any] | None:
         work.schema.column(c).type.from_json(v, f"{which} bound, column {c!r}")
         for c, v in zip(columns, values, strict=True)
     ]
+
+
+def _set_placement(work: _Work, step: mpb.AlterTableStepPB.SetPlacement) -> None:
+    constraint = constraint_of(step.policy)
+    if step.HasField("range"):
+        partitioner = work.partitioner()
+        bounds = existing_range(partitioner, range_bounds_of(work.schema, partitioner, step.range))
+        work.placement = work.placement.with_range(bounds, constraint)
+    else:
+        work.placement = work.placement.with_table(constraint)
 
 
 def _add_range(work: _Work, step: mpb.AlterTableStepPB.RangePartition) -> None:

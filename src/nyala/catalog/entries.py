@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from nyala.catalog.placement_policy import NO_PLACEMENT, TablePlacement
 from nyala.errors import Corruption, InvalidArgument
 from nyala.proto import consensus_pb2
 from nyala.proto import master_pb2 as mpb
@@ -45,6 +46,8 @@ class TableInfo:
     entry: mpb.SysTablesEntryPB
     schema: Schema
     partitioner: Partitioner
+    #: The table's own placement policy and its ranges' (docs/placement.md).
+    placement: TablePlacement = NO_PLACEMENT
 
     @classmethod
     def of(cls, table_id: str, entry: mpb.SysTablesEntryPB) -> TableInfo:
@@ -52,9 +55,10 @@ class TableInfo:
         try:
             schema = Schema.from_json(entry.schema)
             partitioner = Partitioner.from_json(entry.partitioner)
+            placement = TablePlacement.of(entry)
         except InvalidArgument as e:
             raise Corruption(f"catalog entry of table {table_id} does not decode: {e}") from e
-        return cls(table_id, entry, schema, partitioner)
+        return cls(table_id, entry, schema, partitioner, placement)
 
     @property
     def name(self) -> str:

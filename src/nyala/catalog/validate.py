@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from nyala.catalog.placement_policy import NO_PLACEMENT, TablePlacement, constraint_of, existing_range, range_bounds_of
 from nyala.common.config import setting
 from nyala.errors import InvalidArgument
 from nyala.proto import master_pb2 as mpb
@@ -68,6 +69,7 @@ class NewTable:
     schema: Schema
     partitioner: Partitioner
     num_replicas: int
+    placement: TablePlacement = NO_PLACEMENT
 
 
 def check_table_name(name: str) -> None:
@@ -126,7 +128,26 @@ def validate_create_table(request: mpb.CreateTableRequestPB, live_tservers: int,
     num_replicas = request.num_replicas or options.default_num_replicas
     check_num_replicas(num_replicas, live_tservers, options)
     check_tablet_count(len(partitioner.partitions), num_replicas, live_tservers, options)
-    return NewTable(request.name, schema, partitioner, num_replicas)
+    return NewTable(request.name, schema, partitioner, num_replicas, _placement_of(request, schema, partitioner))
+
+
+def _placement_of(request: mpb.CreateTableRequestPB, schema: Schema, partitioner: Partitioner) -> TablePlacement:
+    """The table's and its ranges' placement policies, each validated."""
+    placement = TablePlacement(constraint_of(request.placement))
+    for position, item in enumerate(request.range_placements, 1):
+        try:
+            if not item.HasField("range"):
+                raise InvalidArgument("it names no range")
+            bounds = existing_range(partitioner, range_bounds_of(schema, partitioner, item.range))
+            if bounds in placement.ranges:
+                raise InvalidArgument(f"range {partitioner.show_range(bounds)} has a policy already")
+            constraint = constraint_of(item.policy)
+            if constraint.empty:
+                raise InvalidArgument("its policy is empty")
+        except InvalidArgument as e:
+            raise InvalidArgument(f"range placement {position}: {e}") from None
+        placement = placement.with_range(bounds, constraint)
+    return placement
 
 
 def _no_schema() -> Schema:

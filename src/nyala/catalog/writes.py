@@ -61,6 +61,7 @@ def create_table_write(table_id: str, new: NewTable, tablets: Sequence[NewTablet
         state_msg="created",
         create_time_us=now_us,
     )
+    new.placement.write_to(table)
     write = mpb.CatalogWritePB()
     write.mutations.extend(tablet_mutation(t.tablet_id, new_tablet_entry(table_id, t)) for t in tablets)
     write.mutations.append(table_mutation(table_id, table))
@@ -99,6 +100,7 @@ def alter_table_write(
     entry.version = table.version + 1
     entry.schema = plan.schema.to_json()
     entry.partitioner = plan.partitioner.to_json()
+    plan.placement.write_to(entry)
     entry.state_msg = f"altered to version {entry.version}"
     write = mpb.CatalogWritePB()
     write.mutations.extend(tablet_mutation(t.tablet_id, new_tablet_entry(table.table_id, t)) for t in new_tablets)

@@ -31,8 +31,28 @@ TABLETS_ENTRY: CatalogEntryType
 TSERVER_STATE: CatalogEntryType
 CLUSTER_ID: CatalogEntryType
 
+class PlacementPolicyPB(_message.Message):
+    __slots__ = ("locations", "leader_location")
+    LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    locations: _containers.RepeatedScalarFieldContainer[str]
+    leader_location: str
+    def __init__(self, locations: _Optional[_Iterable[str]] = ..., leader_location: _Optional[str] = ...) -> None: ...
+
+class RangePlacementPB(_message.Message):
+    __slots__ = ("lower", "upper", "policy", "shown")
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SHOWN_FIELD_NUMBER: _ClassVar[int]
+    lower: bytes
+    upper: bytes
+    policy: PlacementPolicyPB
+    shown: str
+    def __init__(self, lower: _Optional[bytes] = ..., upper: _Optional[bytes] = ..., policy: _Optional[_Union[PlacementPolicyPB, _Mapping]] = ..., shown: _Optional[str] = ...) -> None: ...
+
 class SysTablesEntryPB(_message.Message):
-    __slots__ = ("name", "version", "schema", "partitioner", "num_replicas", "state", "state_msg", "create_time_us")
+    __slots__ = ("name", "version", "schema", "partitioner", "num_replicas", "state", "state_msg", "create_time_us", "placement", "range_placements")
     class State(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         UNKNOWN: _ClassVar[SysTablesEntryPB.State]
@@ -53,6 +73,8 @@ class SysTablesEntryPB(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     STATE_MSG_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_US_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    RANGE_PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: int
     schema: bytes
@@ -61,7 +83,9 @@ class SysTablesEntryPB(_message.Message):
     state: SysTablesEntryPB.State
     state_msg: str
     create_time_us: int
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., state: _Optional[_Union[SysTablesEntryPB.State, str]] = ..., state_msg: _Optional[str] = ..., create_time_us: _Optional[int] = ...) -> None: ...
+    placement: PlacementPolicyPB
+    range_placements: _containers.RepeatedCompositeFieldContainer[RangePlacementPB]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., state: _Optional[_Union[SysTablesEntryPB.State, str]] = ..., state_msg: _Optional[str] = ..., create_time_us: _Optional[int] = ..., placement: _Optional[_Union[PlacementPolicyPB, _Mapping]] = ..., range_placements: _Optional[_Iterable[_Union[RangePlacementPB, _Mapping]]] = ...) -> None: ...
 
 class SysTabletsEntryPB(_message.Message):
     __slots__ = ("table_id", "partition", "state", "state_msg", "committed_config", "leader_uuid", "reported_term")
@@ -335,18 +359,22 @@ class RebalanceLeaseResponsePB(_message.Message):
     def __init__(self, granted_ms: _Optional[int] = ..., auto_rebalancing_enabled: _Optional[bool] = ...) -> None: ...
 
 class CreateTableRequestPB(_message.Message):
-    __slots__ = ("name", "schema", "partitioner", "num_replicas", "wait")
+    __slots__ = ("name", "schema", "partitioner", "num_replicas", "wait", "placement", "range_placements")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     PARTITIONER_FIELD_NUMBER: _ClassVar[int]
     NUM_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    RANGE_PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schema: bytes
     partitioner: bytes
     num_replicas: int
     wait: bool
-    def __init__(self, name: _Optional[str] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., wait: _Optional[bool] = ...) -> None: ...
+    placement: PlacementPolicyPB
+    range_placements: _containers.RepeatedCompositeFieldContainer[AlterTableStepPB.SetPlacement]
+    def __init__(self, name: _Optional[str] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., wait: _Optional[bool] = ..., placement: _Optional[_Union[PlacementPolicyPB, _Mapping]] = ..., range_placements: _Optional[_Iterable[_Union[AlterTableStepPB.SetPlacement, _Mapping]]] = ...) -> None: ...
 
 class CreateTableResponsePB(_message.Message):
     __slots__ = ("table_id",)
@@ -377,7 +405,7 @@ class DeleteTableResponsePB(_message.Message):
     def __init__(self) -> None: ...
 
 class AlterTableStepPB(_message.Message):
-    __slots__ = ("add_column", "drop_column", "rename_column", "add_range_partition", "drop_range_partition")
+    __slots__ = ("add_column", "drop_column", "rename_column", "add_range_partition", "drop_range_partition", "set_placement")
     class AddColumn(_message.Message):
         __slots__ = ("column",)
         COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -402,17 +430,26 @@ class AlterTableStepPB(_message.Message):
         lower_bound: bytes
         upper_bound: bytes
         def __init__(self, lower_bound: _Optional[bytes] = ..., upper_bound: _Optional[bytes] = ...) -> None: ...
+    class SetPlacement(_message.Message):
+        __slots__ = ("policy", "range")
+        POLICY_FIELD_NUMBER: _ClassVar[int]
+        RANGE_FIELD_NUMBER: _ClassVar[int]
+        policy: PlacementPolicyPB
+        range: AlterTableStepPB.RangePartition
+        def __init__(self, policy: _Optional[_Union[PlacementPolicyPB, _Mapping]] = ..., range: _Optional[_Union[AlterTableStepPB.RangePartition, _Mapping]] = ...) -> None: ...
     ADD_COLUMN_FIELD_NUMBER: _ClassVar[int]
     DROP_COLUMN_FIELD_NUMBER: _ClassVar[int]
     RENAME_COLUMN_FIELD_NUMBER: _ClassVar[int]
     ADD_RANGE_PARTITION_FIELD_NUMBER: _ClassVar[int]
     DROP_RANGE_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SET_PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     add_column: AlterTableStepPB.AddColumn
     drop_column: AlterTableStepPB.DropColumn
     rename_column: AlterTableStepPB.RenameColumn
     add_range_partition: AlterTableStepPB.RangePartition
     drop_range_partition: AlterTableStepPB.RangePartition
-    def __init__(self, add_column: _Optional[_Union[AlterTableStepPB.AddColumn, _Mapping]] = ..., drop_column: _Optional[_Union[AlterTableStepPB.DropColumn, _Mapping]] = ..., rename_column: _Optional[_Union[AlterTableStepPB.RenameColumn, _Mapping]] = ..., add_range_partition: _Optional[_Union[AlterTableStepPB.RangePartition, _Mapping]] = ..., drop_range_partition: _Optional[_Union[AlterTableStepPB.RangePartition, _Mapping]] = ...) -> None: ...
+    set_placement: AlterTableStepPB.SetPlacement
+    def __init__(self, add_column: _Optional[_Union[AlterTableStepPB.AddColumn, _Mapping]] = ..., drop_column: _Optional[_Union[AlterTableStepPB.DropColumn, _Mapping]] = ..., rename_column: _Optional[_Union[AlterTableStepPB.RenameColumn, _Mapping]] = ..., add_range_partition: _Optional[_Union[AlterTableStepPB.RangePartition, _Mapping]] = ..., drop_range_partition: _Optional[_Union[AlterTableStepPB.RangePartition, _Mapping]] = ..., set_placement: _Optional[_Union[AlterTableStepPB.SetPlacement, _Mapping]] = ...) -> None: ...
 
 class AlterTableRequestPB(_message.Message):
     __slots__ = ("table", "new_table_name", "steps", "wait")
@@ -462,7 +499,7 @@ class GetTableSchemaRequestPB(_message.Message):
     def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ...) -> None: ...
 
 class GetTableSchemaResponsePB(_message.Message):
-    __slots__ = ("table_id", "table_name", "schema", "partitioner", "num_replicas", "schema_version", "create_table_done")
+    __slots__ = ("table_id", "table_name", "schema", "partitioner", "num_replicas", "schema_version", "create_table_done", "placement", "range_placements")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -470,6 +507,8 @@ class GetTableSchemaResponsePB(_message.Message):
     NUM_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATE_TABLE_DONE_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    RANGE_PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     table_id: str
     table_name: str
     schema: bytes
@@ -477,7 +516,9 @@ class GetTableSchemaResponsePB(_message.Message):
     num_replicas: int
     schema_version: int
     create_table_done: bool
-    def __init__(self, table_id: _Optional[str] = ..., table_name: _Optional[str] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., schema_version: _Optional[int] = ..., create_table_done: _Optional[bool] = ...) -> None: ...
+    placement: PlacementPolicyPB
+    range_placements: _containers.RepeatedCompositeFieldContainer[RangePlacementPB]
+    def __init__(self, table_id: _Optional[str] = ..., table_name: _Optional[str] = ..., schema: _Optional[bytes] = ..., partitioner: _Optional[bytes] = ..., num_replicas: _Optional[int] = ..., schema_version: _Optional[int] = ..., create_table_done: _Optional[bool] = ..., placement: _Optional[_Union[PlacementPolicyPB, _Mapping]] = ..., range_placements: _Optional[_Iterable[_Union[RangePlacementPB, _Mapping]]] = ...) -> None: ...
 
 class TabletLocationsPB(_message.Message):
     __slots__ = ("tablet_id", "partition", "replicas")
