@@ -42,7 +42,15 @@ from nyala.master.leader import DEFAULT_LOCATION, LeaderView
 from nyala.master.rebalance_lease import RebalanceLease
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
-from nyala.placement import ClusterInfo, Move, RebalanceOptions, TabletInfo, plan_moves, select_moves
+from nyala.placement import (
+    ClusterInfo,
+    Move,
+    PlacementConstraint,
+    RebalanceOptions,
+    TabletInfo,
+    plan_moves,
+    select_moves,
+)
 from nyala.proto import consensus_pb2
 
 __all__ = [
@@ -86,6 +94,8 @@ class TabletState:
     replacing: tuple[str, ...] = ()
     #: A re-replication step is owed, or a move started here has not reached the catalog yet.
     changing: bool = False
+    #: The table's (or range's) own placement policy, None when it has none.
+    constraint: PlacementConstraint | None = None
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -129,6 +139,7 @@ def snapshot_of(
                 non_voters=tuple(p.permanent_uuid for p in config.peers if p.member_type != consensus_pb2.VOTER),
                 replacing=tuple(p.permanent_uuid for p in config.peers if p.attrs.replace),
                 changing=tablet.tablet_id in view.repairs or changing(tablet.tablet_id, config.opid_index),
+                constraint=None if table.placement.empty else table.placement.for_range(tablet.partition.range),
             )
         )
     return AutoSnapshot(servers, tuple(tablets))
@@ -153,7 +164,9 @@ def build_cluster(snapshot: AutoSnapshot) -> tuple[ClusterInfo, frozenset[str]]:
             busy.add(t.tablet_id)
         members = tuple(u for u in t.members if u in taking_part)
         tablets.append(
-            TabletInfo(t.tablet_id, t.table_id, t.range_key, t.replication_factor, members, t.leader or None)
+            TabletInfo(
+                t.tablet_id, t.table_id, t.range_key, t.replication_factor, members, t.leader or None, t.constraint
+            )
         )
     return ClusterInfo(taking_part, tablets), frozenset(busy)
 

@@ -7,6 +7,10 @@ place new replicas, build ONE catalog write, replicate and commit it
 the tablet-server RPCs.  ``wait=true`` then waits, outside the lock, until the tablets are
 RUNNING (create) or report the new schema version (alter); at the caller's deadline it
 answers TimedOut and the operation still completes in the background.
+
+A table's (or range's) own placement policy is placed with: a policy whose subtrees have too
+few live tablet servers fails CreateTable (and an AlterTable adding ranges) with
+InvalidArgument, and nothing is created.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid as uuid_module
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from nyala.catalog import (
     NewTablet,
     TableInfo,
+    TablePlacement,
     TabletInfo,
     alter_table_write,
     check_num_replicas,
@@ -28,12 +33,12 @@ from nyala.catalog import (
     plan_alter,
     validate_create_table,
 )
-from nyala.errors import AlreadyPresent, ServiceUnavailable
+from nyala.errors import AlreadyPresent, InvalidArgument, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
-from nyala.placement import place_new_tablet
+from nyala.placement import PlacementConstraint, place_new_tablet
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partition
@@ -64,17 +69,47 @@ class Ddl:
             )
         return live
 
-    def _place(self, view: LeaderView, table_id: str, partitions: Sequence[Partition], rf: int) -> list[NewTablet]:
+    def _place(
+        self,
+        view: LeaderView,
+        table_id: str,
+        partitions: Sequence[Partition],
+        rf: int,
+        placement: TablePlacement,
+        table_name: str,
+    ) -> list[NewTablet]:
         """Servers for each new tablet: locations first (policy), then range-aware within them."""
         now_s = time.monotonic()
+        self._check_policies(view, {placement.for_range(p.range) for p in partitions}, rf, table_name)
         tablets = []
         for p in partitions:
             tablet_id = uuid_module.uuid4().hex
-            placed = place_new_tablet(view.placement, table_id, p.range.lower, rf, now_s=now_s)
+            constraint = placement.for_range(p.range)
+            try:
+                placed = place_new_tablet(
+                    view.placement, table_id, p.range.lower, rf, now_s=now_s, constraint=constraint
+                )
+            except ServiceUnavailable as e:
+                if constraint.strict:  # the table's own policy cannot be met: a bad request, not a retry
+                    raise InvalidArgument(f"table {table_name!r}: {e}") from None
+                raise
             if not placed.policy_met:  # best effort (seed 000): placed anyway, and said so
                 log.warning("tablet %s of table %s: %s", tablet_id, table_id, placed.explain())
             tablets.append(NewTablet(tablet_id, p, placed.tserver_uuids))
         return tablets
+
+    @staticmethod
+    def _check_policies(view: LeaderView, constraints: Iterable[PlacementConstraint], rf: int, table_name: str) -> None:
+        """InvalidArgument when a strict policy's subtrees hold fewer live servers than ``rf``."""
+        live = view.placement.live_servers_per_location()
+        for constraint in constraints:
+            inside = sum(n for location, n in live.items() if constraint.allows(location))
+            if constraint.strict and inside < rf:
+                raise InvalidArgument(
+                    f"table {table_name!r}: placement policy ({constraint.describe()}) cannot be met: "
+                    f"{inside} live tablet server(s) in {', '.join(constraint.subtrees)}, fewer than the "
+                    f"{rf} replicas of each tablet; no replica is placed outside"
+                )
 
     async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
         view = self._manager.leader()
@@ -88,7 +123,7 @@ class Ddl:
             if existing is not None:
                 raise AlreadyPresent(f"table {new.name!r} already exists with id {existing.table_id}")
             table_id = uuid_module.uuid4().hex
-            tablets = self._place(view, table_id, new.partitioner.partitions, new.num_replicas)
+            tablets = self._place(view, table_id, new.partitioner.partitions, new.num_replicas, new.placement, new.name)
             await self._manager.replicate(view, create_table_write(table_id, new, tablets, time.time_ns() // 1000))
             return table_id, len(tablets)
 
@@ -131,12 +166,18 @@ class Ddl:
             if plan.new_name is not None and view.catalog.table_by_name(plan.new_name) is not None:
                 raise AlreadyPresent(f"cannot rename table {table.name!r}: table {plan.new_name!r} already exists")
             new_tablets: list[NewTablet] = []
+            if plan.placement != table.placement:  # a new policy must be one the cluster can meet
+                view.sync_tservers(self._ts)
+                changed = [plan.placement.table, *plan.placement.ranges.values()]
+                self._check_policies(view, changed, table.num_replicas, table.name)
             if plan.added:
                 live = self._live_tservers(view, table.num_replicas)
                 options = self._manager.options.catalog
                 check_num_replicas(table.num_replicas, live, options)
                 check_tablet_count(len(plan.added), table.num_replicas, live, options)
-                new_tablets = self._place(view, table.table_id, plan.added, table.num_replicas)
+                new_tablets = self._place(
+                    view, table.table_id, plan.added, table.num_replicas, plan.placement, table.name
+                )
             dropped = self._dropped_tablets(view, table, plan.dropped)
             await self._manager.replicate(view, alter_table_write(table, plan, new_tablets, dropped))
             return table

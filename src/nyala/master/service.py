@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from nyala.catalog import placement_pb, range_placement_pbs
 from nyala.common.hostport import HostPort
 from nyala.errors import NyalaError
 from nyala.master.locations import table_locations, tablet_locations
@@ -217,6 +218,8 @@ class MasterService:
             num_replicas=table.num_replicas,
             schema_version=table.version,
             create_table_done=view.create_done(table),
+            placement=placement_pb(table.placement.table),
+            range_placements=range_placement_pbs(table.placement, table.partitioner),
         )
 
     def get_table_locations(

@@ -19,6 +19,10 @@ every ``heartbeat_interval_ms`` (and at once when kicked after a commit or a rep
   their server while it is live; a dead server's replicas wait until it reports again.
 - moves the auto rebalancer (:mod:`.auto_rebalancer`) asks for: one BulkChangeConfig (CAS)
   to the tablet's leader that starts a 3-4-3 move; not retried (the next round plans again).
+- leader affinity (a table's or range's placement policy naming a leader location): a leader
+  reported outside that location is asked to hand leadership over gracefully (LeaderStepDown
+  naming a live voter inside it, which the leader first brings up to date), at most once per
+  ``LEADER_TRANSFER_PAUSE_ROUNDS`` intervals per tablet so the new leader's report can arrive.
 
 At most one call per (kind, tablet, server) is in flight, and a failed one is retried no
 sooner than one interval later.  Everything is idempotent on the tablet server.
@@ -40,10 +44,11 @@ from nyala.consensus.change_requests import bulk_change_request, change_item_pb,
 from nyala.consensus.core import ChangeKind
 from nyala.errors import Aborted, NotFound, NyalaError
 from nyala.master.catalog_manager import CatalogManager
-from nyala.master.leader import LeaderView
+from nyala.master.leader import DEFAULT_LOCATION, LeaderView
 from nyala.master.replica_management import Repair, RepairKind
 from nyala.master.ts_manager import TSManager
 from nyala.placement import Move, place_replacement
+from nyala.placement.constraint import in_subtree
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
@@ -62,6 +67,9 @@ __all__ = ["TabletTasks"]
 log = logging.getLogger("nyala.master")
 
 TaskKey = tuple[str, str, str]  # (kind, tablet id, server uuid)
+
+#: Intervals to wait after asking for a leader transfer before asking again for the same tablet.
+LEADER_TRANSFER_PAUSE_ROUNDS = 5
 
 
 class TabletTasks:
@@ -86,9 +94,10 @@ class TabletTasks:
         self._retry_at: dict[TaskKey, float] = {}
         self._kick = asyncio.Event()
         #: Counters, for tests and logs.
-        kinds = ("create", "delete", "alter", "evict", "add", "step_down", "tombstone", "move")
+        kinds = ("create", "delete", "alter", "evict", "add", "step_down", "tombstone", "move", "leader")
         self.sent = dict.fromkeys(kinds, 0)
         self._unplaceable_logged: set[str] = set()  # tablets whose replacement found no server
+        self._leader_asked: dict[str, float] = {}  # tablet id -> when a leader transfer was last sent
 
     def start(self, view: LeaderView) -> None:
         self.stop()
@@ -151,6 +160,7 @@ class TabletTasks:
                 view.repairs.pop(tablet_id, None)
                 continue
             self._repair(view, tablet, repair)
+        self._leader_affinity(view, now)
         if not self._manager.options.master_tombstone_evicted_tablet_replicas:
             view.evicted.clear()
         for (tablet_id, uuid), (reason, cas) in list(view.evicted.items()):
@@ -181,6 +191,8 @@ class TabletTasks:
             return ""
         current = [m.uuid for m in repair.members]
         try:
+            # A strict table policy places inside its subtrees or nowhere: the tablet then stays
+            # under-replicated (logged once; ksck says why) rather than leave its locations.
             placed = place_replacement(
                 view.placement,
                 tablet.table_id,
@@ -189,6 +201,7 @@ class TabletTasks:
                 [u for u in current if u in view.placement.by_uuid],
                 now_s=time.monotonic(),
                 leaving=[u for u in repair.leaving if u in view.placement.by_uuid],
+                constraint=table.placement.for_range(tablet.partition.range),
             )
         except NyalaError as e:
             if tablet.tablet_id not in self._unplaceable_logged:
@@ -199,6 +212,48 @@ class TabletTasks:
         if not placed.policy_met:
             log.warning("replacement replica of tablet %s: %s", tablet.tablet_id, placed.explain())
         return placed.tserver_uuids[0]
+
+    def _location_of(self, uuid: str) -> str | None:
+        """A live server's location; None when it is not registered or not live."""
+        descriptor = self._ts.get(uuid)
+        if descriptor is None or not self._ts.is_live(descriptor):
+            return None
+        return descriptor.location or DEFAULT_LOCATION
+
+    def _leader_affinity(self, view: LeaderView, now: float) -> None:
+        """Ask leaders outside their tablet's leader location to hand over to a voter inside it."""
+        pause = LEADER_TRANSFER_PAUSE_ROUNDS * self._interval_s
+        self._leader_asked = {t: at for t, at in self._leader_asked.items() if now - at < pause}
+        for table in view.catalog.all_tables():
+            placement = table.placement
+            if table.removed or placement.empty:
+                continue
+            for tablet in view.catalog.tablets_of(table.table_id):
+                wanted = placement.for_range(tablet.partition.range).leader_location
+                if not wanted or not tablet.running or tablet.tablet_id in self._leader_asked:
+                    continue
+                if tablet.tablet_id in view.repairs:
+                    continue  # a config change is owed first
+                leader, _ = view.replicas.leader(tablet.tablet_id)
+                where = self._location_of(leader) if leader else None
+                if where is None or in_subtree(where, wanted):
+                    continue
+                voters = [
+                    p.permanent_uuid
+                    for p in tablet.entry.committed_config.peers
+                    if p.member_type == consensus_pb2.VOTER and p.permanent_uuid != leader
+                ]
+                inside = sorted(u for u in voters if (loc := self._location_of(u)) and in_subtree(loc, wanted))
+                if not inside:
+                    continue  # nobody to hand over to: the leader stays where it is
+                self._leader_asked[tablet.tablet_id] = now
+                key = ("leader", tablet.tablet_id, leader)
+                self._spawn(key, functools.partial(self._transfer_leader, tablet.tablet_id, leader, inside[0], wanted))
+
+    async def _transfer_leader(self, tablet_id: str, leader: str, target: str, wanted: str) -> None:
+        request = cpb.LeaderStepDownRequestPB(dest_uuid=leader, tablet_id=tablet_id, new_leader_uuid=target)
+        await self._call(leader, LEADER_STEP_DOWN, request)
+        log.info("leader affinity: asked %s to hand tablet %s over to %s in %s", leader, tablet_id, target, wanted)
 
     def _alter_table(self, view: LeaderView, table_id: str) -> None:
         table = view.catalog.table(table_id)
