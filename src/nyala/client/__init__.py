@@ -30,6 +30,7 @@ from .async_client import AsyncClient, connect_async
 from .info import MasterInfo, ReplicaInfo, TableSummary, TabletInfo, TabletServerInfo
 from .operations import Operation, RowError, UnhandledRowErrors
 from .options import ClientOptions
+from .placement import PlacementPolicy, RangePlacement
 from .predicates import predicate
 from .replicas import ReadMode, ReplicaSelection
 from .scan_spec import ScanArgs
@@ -52,9 +53,11 @@ __all__ = [
     "OpType",
     "Operation",
     "Partitioning",
+    "PlacementPolicy",
     "Predicate",
     "RangePartition",
     "RangePartitionBound",
+    "RangePlacement",
     "ReadMode",
     "ReplicaInfo",
     "ReplicaSelection",

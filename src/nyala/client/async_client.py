@@ -47,6 +47,7 @@ from .info import MasterInfo, ReplicaInfo, TableSummary, TabletInfo, TabletServe
 from .masters import CallTracker, MasterProxy
 from .meta_cache import MetaCache, TableInfo
 from .options import ClientOptions
+from .placement import PlacementLike, PlacementPolicy
 from .replicas import local_host_addresses
 from .scan_spec import ScanSpec
 from .scanner import AsyncScanner, ScanToken
@@ -176,10 +177,19 @@ class AsyncClient:
         *,
         primary_key: Sequence[str] | str | None = None,
         num_replicas: int = 3,
+        placement: PlacementLike | None = None,
+        range_placements: Sequence[tuple[RangeLike, PlacementLike]] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> AsyncTable:
-        """Create a table; ``wait`` returns only once every tablet has a leader."""
+        """Create a table; ``wait`` returns only once every tablet has a leader.
+
+        ``placement``: the table's own placement policy (a :class:`PlacementPolicy`, a location
+        or a list of locations: the subtrees its replicas must stay in); ``range_placements``:
+        ``(range, policy)`` pairs giving a range partition a policy of its own, replacing the
+        table's for that range.  The master refuses a policy it cannot meet (too few live tablet
+        servers in the subtrees) and creates nothing.
+        """
         deadline = self._deadline(timeout_s, f"creating table {name!r}")
         table_schema = _table_schema(schema, primary_key)
         partitioner = _partitioner(table_schema, partitioning)
@@ -192,6 +202,13 @@ class AsyncClient:
             num_replicas=num_replicas,
             wait=wait,
         )
+        if placement is not None:
+            request.placement.CopyFrom(PlacementPolicy.of(placement).to_pb())
+        info = TableInfo("", name, table_schema, partitioner, 0, num_replicas)
+        for spec, policy in range_placements:
+            request.range_placements.add(
+                range=_range_pb(info, RangePartition.of(spec)), policy=PlacementPolicy.of(policy).to_pb()
+            )
         tracker = CallTracker()
         try:
             await self._ctx.masters.call(CREATE_TABLE, request, deadline, tracker)
@@ -243,10 +260,17 @@ class AsyncClient:
         rename_columns: dict[str, str] | None = None,
         add_range_partitions: Sequence[RangeLike] = (),
         drop_range_partitions: Sequence[RangeLike] = (),
+        set_placement: PlacementLike | None = None,
+        set_range_placements: Sequence[tuple[RangeLike, PlacementLike]] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> int:
         """Alter a table in one catalog operation; returns the new schema version.
+
+        ``set_placement`` replaces the table's placement policy (``PlacementPolicy()`` clears
+        it); ``set_range_placements`` replaces the policies of the ranges named (an empty
+        policy makes a range follow the table's again).  Replicas already outside a new policy
+        are moved by the rebalancer's policy fixer (the master's, or ``nyala cluster rebalance``).
 
         A range partition is a ``(lower, upper)`` pair (``[lower, upper)``, None unbounded) or a
         :class:`RangePartition` with Kudu's bound types; a range to drop must match an existing
@@ -258,6 +282,14 @@ class AsyncClient:
         steps = _alter_steps(
             info, add_columns, drop_columns, rename_columns or {}, add_range_partitions, drop_range_partitions
         )
+        step = mpb.AlterTableStepPB
+        if set_placement is not None:
+            steps.append(step(set_placement=step.SetPlacement(policy=PlacementPolicy.of(set_placement).to_pb())))
+        for spec, policy in set_range_placements:
+            set_range = step.SetPlacement(
+                policy=PlacementPolicy.of(policy).to_pb(), range=_range_pb(info, RangePartition.of(spec))
+            )
+            steps.append(step(set_placement=set_range))
         if not steps and not rename_to:
             raise InvalidArgument(f"alter_table({name!r}) was given nothing to change")
         request = mpb.AlterTableRequestPB(

@@ -36,6 +36,7 @@ from nyala.services import GET_TABLE_LOCATIONS, GET_TABLE_SCHEMA
 from ._retry import Deadline
 from .masters import MasterProxy
 from .options import ClientOptions
+from .placement import NO_POLICY, PlacementPolicy, RangePlacement
 
 __all__ = ["MetaCache", "ServerInfo", "TableInfo", "TableLocations", "TabletLocation", "table_info_from_pb"]
 
@@ -61,6 +62,8 @@ class TableInfo:
     partitioner: Partitioner
     schema_version: int
     num_replicas: int
+    placement: PlacementPolicy = NO_POLICY
+    range_placements: tuple[RangePlacement, ...] = ()
 
 
 @dataclasses.dataclass(slots=True)
@@ -260,6 +263,11 @@ def table_info_from_pb(response: mpb.GetTableSchemaResponsePB) -> TableInfo:
         partitioner=partitioner,
         schema_version=response.schema_version,
         num_replicas=response.num_replicas,
+        placement=PlacementPolicy.from_pb(response.placement),
+        range_placements=tuple(
+            RangePlacement(r.shown, r.lower, r.upper, PlacementPolicy.from_pb(r.policy))
+            for r in response.range_placements
+        ),
     )
 
 

@@ -34,6 +34,7 @@ from .info import MasterInfo, TableSummary, TabletInfo, TabletServerInfo
 from .meta_cache import TableInfo
 from .operations import Operation, RowError, Rows, UnhandledRowErrors
 from .options import ClientOptions
+from .placement import PlacementLike, PlacementPolicy, RangePlacement
 from .predicates import PredicateLike
 from .scan_spec import ScanArgs
 from .scanner import AsyncScanner, ScanToken
@@ -168,6 +169,8 @@ class Client:
         *,
         primary_key: Sequence[str] | str | None = None,
         num_replicas: int = 3,
+        placement: PlacementLike | None = None,
+        range_placements: Sequence[tuple[RangeLike, PlacementLike]] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> Table:
@@ -179,6 +182,8 @@ class Client:
                 partitioning,
                 primary_key=primary_key,
                 num_replicas=num_replicas,
+                placement=placement,
+                range_placements=range_placements,
                 wait=wait,
                 timeout_s=timeout_s,
             )
@@ -198,6 +203,8 @@ class Client:
         rename_columns: dict[str, str] | None = None,
         add_range_partitions: Sequence[RangeLike] = (),
         drop_range_partitions: Sequence[RangeLike] = (),
+        set_placement: PlacementLike | None = None,
+        set_range_placements: Sequence[tuple[RangeLike, PlacementLike]] = (),
         wait: bool = True,
         timeout_s: float | None = None,
     ) -> int:
@@ -211,6 +218,8 @@ class Client:
                 rename_columns=rename_columns,
                 add_range_partitions=add_range_partitions,
                 drop_range_partitions=drop_range_partitions,
+                set_placement=set_placement,
+                set_range_placements=set_range_placements,
                 wait=wait,
                 timeout_s=timeout_s,
             )
@@ -291,6 +300,14 @@ class Table:
     @property
     def num_replicas(self) -> int:
         return self.aio.num_replicas
+
+    @property
+    def placement(self) -> PlacementPolicy:
+        return self.aio.placement
+
+    @property
+    def range_placements(self) -> tuple[RangePlacement, ...]:
+        return self.aio.range_placements
 
     @property
     def schema_version(self) -> int:

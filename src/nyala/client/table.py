@@ -15,6 +15,7 @@ from ._retry import Deadline
 from .info import TabletInfo
 from .meta_cache import TableInfo
 from .operations import Operation, RowError, Rows, UnhandledRowErrors, to_op_batches
+from .placement import PlacementPolicy, RangePlacement
 from .predicates import PredicateLike, bind_predicates, bind_projection
 from .replicas import ReadMode, ReplicaSelection
 from .scan_spec import ScanArgs, ScanSpec
@@ -67,6 +68,16 @@ class AsyncTable:
     @property
     def num_replicas(self) -> int:
         return self.info.num_replicas
+
+    @property
+    def placement(self) -> PlacementPolicy:
+        """The table's own placement policy (empty: the cluster-wide policy only)."""
+        return self.info.placement
+
+    @property
+    def range_placements(self) -> tuple[RangePlacement, ...]:
+        """The range partitions with a placement policy of their own."""
+        return self.info.range_placements
 
     @property
     def schema_version(self) -> int:

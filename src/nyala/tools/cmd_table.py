@@ -1,5 +1,5 @@
 """``nyala table list|describe|create|delete|scan|count|rename-table|rename-column|delete-column|
-add-range-partition|drop-range-partition MASTER_ADDRESSES ...``.
+add-range-partition|drop-range-partition|set-placement MASTER_ADDRESSES ...``.
 
 Values on the command line are read against the column's type: a SQL string literal
 (``'text'``, with ``''`` for a quote inside) stands for the text between the quotes, taken as
@@ -12,7 +12,9 @@ its items split at commas outside quotes.  A range bound is a list of one value 
 column, ``[]`` for unbounded (``[2024-01-01]``, ``["a", 5]``, ``['a', 5]``).
 
 The alter verbs are Kudu's ``kudu table rename_table`` and friends; Kudu's underscore
-spellings work as hidden aliases.
+spellings work as hidden aliases.  A placement policy (``--placement /eu,/eu2`` and
+``--leader-location /eu/dc1`` on ``create``, or ``set-placement``) lists comma-separated
+location subtrees.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import click
 
 from nyala.client import (
     Partitioning,
+    PlacementPolicy,
     Predicate,
     RangePartition,
     RangePartitionBound,
@@ -234,6 +237,9 @@ def describe(master_addresses: str, table_name: str, tablets: bool, output_forma
                f"{opened.num_replicas} replicas")  # fmt: skip
     emit_rows(description["columns"], ["name", "type", "nullable", "key", "default"], "table", title="Columns")
     click.echo(f"Partitioning: {description['partitioning']}")
+    click.echo(f"Placement policy: {opened.placement}")
+    for item in opened.range_placements:
+        click.echo(f"  range {item.range}: {item.policy}")
     if tablets:
         rows = [
             {"tablet": t.tablet_id, "partition": t.partition, "replicas": [f"{r.address} {r.role}" for r in t.replicas]}
@@ -267,7 +273,21 @@ def _description(opened: Table) -> dict[str, Any]:
         "columns": columns,
         "partitioning": "; ".join(parts) or "a single tablet",
         "num_tablets": len(opened.partitioner.partitions),
+        "placement": _policy_dict(opened.placement),
+        "range_placements": [{"range": r.range, **_policy_dict(r.policy)} for r in opened.range_placements],
     }
+
+
+def _policy_dict(policy: PlacementPolicy) -> dict[str, Any]:
+    return {"locations": list(policy.locations), "leader_location": policy.leader_location}
+
+
+def parse_locations(text: str) -> tuple[str, ...]:
+    """``/eu,/eu2`` -> ("/eu", "/eu2"); the master checks each location's syntax."""
+    items = tuple(item.strip() for item in text.split(","))
+    if not text.strip() or any(not item for item in items):
+        raise InvalidArgument(f"--placement takes comma-separated locations like /eu,/eu2, got {text!r}")
+    return items
 
 
 @table.command()
@@ -454,6 +474,62 @@ def _alter_range_partition(
         return _show_partition(opened, spec)
 
 
+@table.command("set-placement")
+@masters_argument
+@click.argument("table_name")
+@click.option(
+    "--placement", default="", metavar="LOCATIONS",
+    help="Comma-separated location subtrees the replicas must stay in, e.g. /eu.",
+)  # fmt: skip
+@click.option("--leader-location", default="", metavar="LOCATION", help="Where the tablets' leaders should be.")
+@click.option("--clear", is_flag=True, help="Remove the policy (a range then follows the table's again).")
+@click.option(
+    "--range", "range_bounds", nargs=2, default=None, metavar="LOWER UPPER",
+    help="Set the policy of this range partition only (bounds as for add-range-partition).",
+)  # fmt: skip
+@_range_options
+@_wait_option
+@timeout_option
+@handle_errors
+def set_placement(
+    master_addresses: str,
+    table_name: str,
+    placement: str,
+    leader_location: str,
+    clear: bool,
+    range_bounds: tuple[str, str] | None,
+    lower_bound_type: str,
+    upper_bound_type: str,
+    wait: bool,
+    timeout_s: float,
+) -> None:
+    """Replace the placement policy of a table, or of one of its range partitions.
+
+    
+    nyala table set-placement 127.0.0.1:7051 users --placement /eu --leader-location /eu/dc1
+    nyala table set-placement 127.0.0.1:7051 events --range '[2025-01-01]' '[2026-01-01]' --placement /eu
+    nyala table set-placement 127.0.0.1:7051 users --clear
+
+    Replicas outside the new policy are moved by the rebalancer's policy fixer (the leader
+    master's, when auto rebalancing is on, or nyala cluster rebalance).
+    """
+    if clear and (placement or leader_location):
+        raise InvalidArgument("--clear removes the policy: give it without --placement or --leader-location")
+    if not clear and not placement and not leader_location:
+        raise InvalidArgument("give --placement, --leader-location, or --clear")
+    policy = PlacementPolicy(parse_locations(placement) if placement else (), leader_location)
+    with connect_cli(master_addresses, timeout_s) as client:
+        if range_bounds is None:
+            client.alter_table(table_name, set_placement=policy, wait=wait, timeout_s=timeout_s)
+            where = f"table {table_name}"
+        else:
+            opened = client.open_table(table_name, timeout_s=timeout_s)
+            spec = _range_partition(opened, range_bounds[0], range_bounds[1], lower_bound_type, upper_bound_type)
+            client.alter_table(table_name, set_range_placements=[(spec, policy)], wait=wait, timeout_s=timeout_s)
+            where = f"range {_show_partition(opened, spec)} of table {table_name}"
+    click.echo(f"placement policy of {where}: {policy}")
+
+
 # --- create ------------------------------------------------------------------------------
 
 
@@ -472,6 +548,11 @@ def _alter_range_partition(
     help="A range partition [LOWER, UPPER); comma-separated values per range column, '' for unbounded.",
 )  # fmt: skip
 @click.option("--num-replicas", type=click.IntRange(1), default=3, show_default=True)
+@click.option(
+    "--placement", default="", metavar="LOCATIONS",
+    help="Comma-separated location subtrees the table's replicas must stay in, e.g. /eu.",
+)  # fmt: skip
+@click.option("--leader-location", default="", metavar="LOCATION", help="Where the tablets' leaders should be.")
 @click.option("--wait/--no-wait", default=True, help="Return only once every tablet has a leader.")
 @timeout_option
 @handle_errors
@@ -484,6 +565,8 @@ def create(
     range_columns: str,
     ranges: tuple[tuple[str, str], ...],
     num_replicas: int,
+    placement: str,
+    leader_location: str,
     wait: bool,
     timeout_s: float,
 ) -> None:
@@ -495,9 +578,16 @@ def create(
     """
     table_schema = schema([_column(c) for c in columns], primary_key=[k.strip() for k in primary_key.split(",")])
     partitioning = _partitioning(table_schema, hashes, range_columns, ranges)
+    policy = PlacementPolicy(parse_locations(placement) if placement else (), leader_location)
     with connect_cli(master_addresses, timeout_s) as client, progress(f"creating table {table_name}"):
         created = client.create_table(
-            table_name, table_schema, partitioning, num_replicas=num_replicas, wait=wait, timeout_s=timeout_s
+            table_name,
+            table_schema,
+            partitioning,
+            num_replicas=num_replicas,
+            placement=None if policy.empty else policy,
+            wait=wait,
+            timeout_s=timeout_s,
         )
         count = len(created.partitioner.partitions)
     click.echo(f"created table {table_name} with {count} tablets of {num_replicas} replicas")

@@ -22,6 +22,11 @@ per location (servers, live servers, replicas, round trip), and ``warnings`` for
 - every tablet whose replicas violate the placement policy (:func:`judge_placement`, using
   ``nyala.placement.check_placement`` over the registered servers' locations), naming the
   table, the tablet and the replica count per location;
+- every table whose own placement policy (docs/placement.md) cannot be met (too few live
+  tablet servers in its subtrees: its tablets stay under-replicated rather than leave them),
+  and every tablet that violates its table's or range's policy: replicas outside the subtrees,
+  a majority in one location one level below them, or a leader outside the leader location
+  (:func:`judge_constraint`; live servers count, as for the master);
 - every location whose servers are unreachable or lose pings, or whose round trip is much
   slower than the other locations' (:func:`judge_locations`).  The round trip of a server is
   the fastest of ``PINGS`` Ping calls (the least noisy estimate on a busy machine); a
@@ -43,9 +48,10 @@ from typing import Any
 
 from nyala.client.async_client import AsyncClient
 from nyala.client.info import TableSummary, TabletInfo, TabletServerInfo, role_name
+from nyala.client.table import AsyncTable
 from nyala.common.hostport import parse_address
 from nyala.errors import InvalidArgument, NyalaError
-from nyala.placement import Verdict, check_placement
+from nyala.placement import PlacementConstraint, Verdict, check_constraint, check_placement
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
@@ -176,7 +182,10 @@ async def ksck(
         client.list_table_summaries(timeout_s=timeout_s),
     )
     summaries = select_tables(every_table, tables)
-    layouts = await asyncio.gather(*(client.table_tablets(t.name, timeout_s=timeout_s) for t in summaries))
+    layouts, opened = await asyncio.gather(
+        asyncio.gather(*(client.table_tablets(t.name, timeout_s=timeout_s) for t in summaries)),
+        asyncio.gather(*(client.open_table(t.name, timeout_s=timeout_s) for t in summaries)),
+    )
     in_maintenance = frozenset(s.uuid for s in tservers if s.maintenance)
     addresses = {s.uuid: s.rpc_addresses[0] for s in tservers if s.rpc_addresses}
     for tablets in layouts:
@@ -207,12 +216,23 @@ async def ksck(
     table_checks = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
     location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
     servers_per_location = _count(location_of.values())
-    warnings = [
-        w
-        for summary, tablets in zip(summaries, layouts, strict=True)
-        for tablet in tablets
-        if (w := judge_placement(summary.name, summary.num_replicas, tablet, location_of, servers_per_location))
-    ]
+    live_per_location = _count(s.location or NO_LOCATION for s in tservers if s.live)
+    warnings: list[str] = []
+    for summary, tablets, table in zip(summaries, layouts, opened, strict=True):
+        constraints = table_constraints(table)
+        unmet: set[PlacementConstraint] = set()
+        for tablet in tablets:
+            constraint = constraints.get(tablet.range_start, constraints.get(None))
+            if constraint is None or not constraint.strict:
+                w = judge_placement(summary.name, summary.num_replicas, tablet, location_of, servers_per_location)
+                if w:
+                    warnings.append(w)
+            if constraint is not None:
+                w = judge_constraint(
+                    summary.name, summary.num_replicas, tablet, constraint, location_of, live_per_location, unmet
+                )
+                if w:
+                    warnings.append(w)
     locations = _location_checks(tservers, layouts, rtts)
     warnings += judge_locations(locations, tservers, rtts)
     return KsckReport(
@@ -370,6 +390,48 @@ def judge_placement(
     if check.verdict is Verdict.MET:
         return None
     return f"tablet {tablet.tablet_id} of table {table!r} {check.explain()}"
+
+
+def table_constraints(table: AsyncTable) -> dict[bytes | None, PlacementConstraint]:
+    """A table's own placement policy (key None) and its ranges' (by range start)."""
+    out: dict[bytes | None, PlacementConstraint] = {}
+    if not table.placement.empty:
+        out[None] = PlacementConstraint.of(table.placement.locations, table.placement.leader_location)
+    for item in table.range_placements:
+        out[item.lower] = PlacementConstraint.of(item.policy.locations, item.policy.leader_location)
+    return out
+
+
+def judge_constraint(
+    table: str,
+    num_replicas: int,
+    tablet: TabletInfo,
+    constraint: PlacementConstraint,
+    location_of: Mapping[str, str],
+    live_per_location: Mapping[str, int],
+    unmet: set[PlacementConstraint],
+) -> str | None:
+    """A warning when the tablet's layout breaks its table's (or range's) own policy, else None.
+
+    A policy that cannot be met is said once per table and policy (``unmet`` remembers), with
+    the reason its tablets stay under-replicated.
+    """
+    leader = next((r.uuid for r in tablet.replicas if r.role == "LEADER"), "")
+    check = check_constraint(
+        constraint,
+        num_replicas,
+        [location_of[r.uuid] for r in tablet.replicas if r.uuid in location_of],
+        live_per_location,
+        location_of.get(leader) if leader else None,
+    )
+    if not check.satisfiable and constraint.strict:
+        if constraint in unmet:
+            return None
+        unmet.add(constraint)
+        return f"table {table!r}: placement policy ({constraint.describe()}): {check.explain(constraint)}"
+    if check.met:
+        return None
+    return f"tablet {tablet.tablet_id} of table {table!r} breaks its placement policy: {check.explain(constraint)}"
 
 
 def _location_checks(

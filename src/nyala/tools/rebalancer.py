@@ -62,9 +62,9 @@ from nyala.client.async_client import AsyncClient
 from nyala.client.info import TableSummary, TabletServerInfo
 from nyala.errors import IllegalState, InvalidArgument, NotFound, NyalaError, TimedOut
 from nyala.master.rebalance_lease import CLI_LEASE_S, CLI_RENEW_S
-from nyala.placement import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
+from nyala.placement import ClusterInfo, Move, PlacementConstraint, Plan, RebalanceOptions, TabletInfo, plan_moves
 from nyala.placement import select_moves as select_placement_moves
-from nyala.tools.ksck import select_tables
+from nyala.tools.ksck import select_tables, table_constraints
 from nyala.tools.replica_ops import MoveState, TabletOps, cancel_move, move_state, start_move
 
 __all__ = [
@@ -161,6 +161,8 @@ class TabletView:
     voters: tuple[str, ...]
     non_voters: tuple[str, ...] = ()
     leader: str = ""
+    #: The table's (or range's) own placement policy, None when it has none.
+    constraint: PlacementConstraint | None = None
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -194,9 +196,13 @@ async def take_snapshot(client: AsyncClient, tables: Sequence[str] | None, timeo
 
     async def tablets_of(summary: TableSummary) -> list[TabletView]:
         try:
-            infos = await client.table_tablets(summary.name, timeout_s=timeout_s)
+            opened, infos = await asyncio.gather(
+                client.open_table(summary.name, timeout_s=timeout_s),
+                client.table_tablets(summary.name, timeout_s=timeout_s),
+            )
         except NotFound:
             return []
+        constraints = table_constraints(opened)
         return [
             TabletView(
                 tablet_id=t.tablet_id,
@@ -207,6 +213,7 @@ async def take_snapshot(client: AsyncClient, tables: Sequence[str] | None, timeo
                 voters=tuple(r.uuid for r in t.replicas if r.role in ("LEADER", "FOLLOWER")),
                 non_voters=tuple(r.uuid for r in t.replicas if r.role not in ("LEADER", "FOLLOWER")),
                 leader=next((r.uuid for r in t.replicas if r.role == "LEADER"), ""),
+                constraint=constraints.get(t.range_start, constraints.get(None)),
             )
             for t in infos
         ]
@@ -273,6 +280,7 @@ def build_model(snapshot: Snapshot, settings: RebalanceSettings) -> Model:
             t.replication_factor,
             tuple(u for u in t.members if u in tservers),
             t.leader or None,
+            t.constraint,
         )
         for t in snapshot.tablets
     ]
