@@ -19,7 +19,7 @@ from nyala.master.auto_rebalancer import (
     snapshot_of,
 )
 from nyala.master.rebalance_lease import CLI_LEASE_S, MAX_LEASE_S, NEW_LEADER_HOLDER, RebalanceLease
-from nyala.placement import RebalanceOptions
+from nyala.placement import PlacementConstraint, RebalanceOptions
 from nyala.proto import master_pb2 as mpb
 from nyala.services import CREATE_TABLE, REBALANCE_LEASE
 
@@ -218,3 +218,16 @@ def test_snapshot_of_the_leader_view_and_rounds_paused_by_the_lease(tmp_path: Pa
             assert rebalancer.rounds == rounds + 1
 
     asyncio.run(main())
+
+
+def test_a_pinned_tablet_outside_its_locations_is_brought_back_and_never_moved_out() -> None:
+    pinned = PlacementConstraint.of(["/a", "/b"])
+    # After its policy changed to /a and /b: the /c replica has to come back inside.
+    moves = moves_of(snapshot(tablet("t", "a1", "b1", "c1", constraint=pinned)))
+    assert moves == [("t", "c1", moves[0][2])]
+    assert moves[0][2] in {"a2", "b2"}
+    # A tablet that keeps to its locations is never moved out of them, even into an empty location.
+    servers = (*SERVERS, ServerState("d1", "/d", live=True), ServerState("d2", "/d", live=True))
+    crowded = [tablet(f"t{i}", "a1", "b1", "a2", constraint=pinned) for i in range(4)]
+    for _, _, dest in moves_of(snapshot(*crowded, servers=servers), max_per_server=4):
+        assert dest[0] in "ab", dest

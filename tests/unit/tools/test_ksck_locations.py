@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 from nyala.client.info import ReplicaInfo, TabletInfo, TabletServerInfo
+from nyala.placement import PlacementConstraint
 from nyala.tools.ksck import (
     NO_LOCATION,
     PINGS,
     LocationCheck,
     PingResult,
     _location_checks,
+    judge_constraint,
     judge_locations,
     judge_placement,
 )
@@ -103,3 +105,30 @@ def test_ksck_json_has_locations_round_trips_and_warnings(cluster: FakeCluster, 
     assert report["locations"][0]["tservers"] == 3
     assert len(report["rtt_ms"]) == 3
     assert all(v is not None and v >= 0 for v in report["rtt_ms"].values())
+
+
+def test_a_table_policy_is_checked_one_level_down_and_said_once_when_it_cannot_be_met() -> None:
+    location_of = {"e1": "/eu/r1", "e2": "/eu/r2", "e3": "/eu/r3", "e4": "/eu/r1", "u1": "/us"}
+    live = {"/eu/r1": 2, "/eu/r2": 1, "/eu/r3": 1, "/us": 1}
+    eu = PlacementConstraint.of(["/eu"], leader_location="/eu/r2")
+    unmet: set[PlacementConstraint] = set()
+
+    def led_by(leader: str, *uuids: str) -> TabletInfo:
+        replicas = tuple(ReplicaInfo(u, f"{u}:7050", "", "LEADER" if u == leader else "FOLLOWER") for u in uuids)
+        return TabletInfo("tab1", "HASH(id) 0", replicas)
+
+    assert judge_constraint("t", 3, led_by("e2", "e1", "e2", "e3"), eu, location_of, live, unmet) is None
+    outside = judge_constraint("t", 3, led_by("e2", "e1", "e2", "u1"), eu, location_of, live, unmet)
+    assert outside is not None
+    assert "outside the table's locations, in /us" in outside
+    crowded = judge_constraint("t", 3, led_by("e2", "e1", "e4", "e2"), eu, location_of, live, unmet)
+    assert crowded is not None
+    assert "violated in /eu/r1" in crowded
+    misled = judge_constraint("t", 3, led_by("e1", "e1", "e2", "e3"), eu, location_of, live, unmet)
+    assert misled is not None
+    assert "leader outside /eu/r2" in misled
+    asia = PlacementConstraint.of(["/asia"])
+    first = judge_constraint("t", 3, led_by("", "e1"), asia, location_of, live, unmet)
+    assert first is not None
+    assert "only 0 live tablet server(s) in /asia" in first
+    assert judge_constraint("t", 3, led_by("", "e2"), asia, location_of, live, unmet) is None  # said once
