@@ -232,8 +232,13 @@ class _Model:
     def counts_per_location(self, tablet_id: str) -> dict[str, int]:
         """The tablet's replicas per policy unit (see :meth:`unit_of`); outside ones are not counted."""
         counts: dict[str, int] = defaultdict(int)
+        constraint = self.constraint_of.get(tablet_id)
+        if constraint is None:  # the common case, kept as cheap as it was
+            for uuid in self.members[tablet_id]:
+                counts[self.location_of[uuid]] += 1
+            return counts
         for uuid in self.members[tablet_id]:
-            unit = self.unit_of(tablet_id, self.location_of[uuid])
+            unit = constraint.group_of(self.location_of[uuid])
             if unit is not None:
                 counts[unit] += 1
         return counts
@@ -324,12 +329,13 @@ class _Model:
         if best_effort:
             allowed = max(allowed, max(counts.values(), default=0))
         members = self.members[tablet_id]
+        constraint = self.constraint_of.get(tablet_id)
         options = [
             loc
             for loc, servers in self.active_of.items()
             if loc != exclude
-            and self.allows(tablet_id, loc)
-            and counts.get(self.unit_of(tablet_id, loc) or "", 0) + 1 <= allowed
+            and (constraint is None or constraint.allows(loc))
+            and counts.get(loc if constraint is None else constraint.group_of(loc) or "", 0) + 1 <= allowed
             and any(u not in members and u not in self.draining for u in servers)
         ]
         if not options:
