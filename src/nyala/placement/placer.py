@@ -77,7 +77,7 @@ class PlacementResult:
         self.tserver_uuids = tserver_uuids
         self.replication_factor = replication_factor
         limit = location_limit(replication_factor, len(servers_per_location))
-        self.policy_met = max(replicas_per_location.values(), default=0) <= limit
+        self.policy_met = max(replicas_per_location.values()) <= limit
         self._counts = replicas_per_location
         self._servers = servers_per_location  # a snapshot: the state replaces, never mutates, it
         self._check: PolicyCheck | None = None
@@ -113,7 +113,11 @@ def place_new_tablet(
     _check_request(table_id, range_key, replication_factor)
     if now_s != state.clock.last_now_s:
         state.advance_clock(now_s)
-    return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy, constraint)
+    if constraint is not None and not constraint.empty:
+        return _place_constrained(
+            state, table_id, range_key, replication_factor, replication_factor, [], set(), constraint
+        )
+    return _place(state, table_id, range_key, replication_factor, replication_factor, [], set(), strategy)
 
 
 def place_replacement(
@@ -142,7 +146,9 @@ def place_replacement(
     leaving_sids = set(state.sids_of(leaving))
     staying = [sid for sid in excluded if sid not in leaving_sids and _server(state, sid).live]
     state.advance_clock(now_s)
-    return _place(state, table_id, range_key, replication_factor, 1, staying, set(excluded), strategy, constraint)
+    if constraint is not None and not constraint.empty:
+        return _place_constrained(state, table_id, range_key, replication_factor, 1, staying, set(excluded), constraint)
+    return _place(state, table_id, range_key, replication_factor, 1, staying, set(excluded), strategy)
 
 
 def _place(
@@ -154,7 +160,6 @@ def _place(
     staying: list[int],
     excluded: set[int],
     strategy: Strategy,
-    constraint: PlacementConstraint | None = None,
 ) -> PlacementResult:
     locations = state.locations
     available = state.live_servers
@@ -164,9 +169,7 @@ def _place(
         if server.live:
             taken[server.location] = taken.get(server.location, 0) + 1
             available -= 1
-    if constraint is not None and constraint.empty:
-        constraint = None
-    if available < count and constraint is None:
+    if available < count:
         raise ServiceUnavailable(
             f"not enough live tablet servers to place {count} replica(s) of table {table_id!r} "
             f"range {range_key!r}: {state.live_servers} live, {len(excluded)} already hold a replica"
@@ -175,9 +178,7 @@ def _place(
     for sid in staying:
         name = _server(state, sid).location
         counts[name] = counts.get(name, 0) + 1
-    if constraint is not None:
-        chosen_locations = choose_constrained_locations(state, constraint, count, replication_factor, counts, taken)
-    elif len(locations) == 1:
+    if len(locations) == 1:
         chosen_locations = [next(iter(locations))] * count  # nothing to choose, and no limit
     elif strategy.location_load_counts_pending:
         chosen_locations = choose_locations_indexed(state, count, replication_factor, counts, taken)
@@ -201,13 +202,48 @@ def _place(
         state.record_pending(loc, tctx, rctx, placed)
         chosen.append(placed.uuid)
         counts[name] = counts.get(name, 0) + 1
-    if constraint is not None:
-        # The policy one level down: the groups inside the subtrees stand for the locations.
-        in_groups, servers_in_groups, outside = group_counts(state, constraint, counts)
-        result = PlacementResult(tuple(chosen), replication_factor, in_groups, servers_in_groups)
-        result.policy_met = result.policy_met and not outside
-        return result
     return PlacementResult(tuple(chosen), replication_factor, counts, state.live_servers_per_location())
+
+
+def _place_constrained(
+    state: ClusterState,
+    table_id: str,
+    range_key: bytes,
+    replication_factor: int,
+    count: int,
+    staying: list[int],
+    excluded: set[int],
+    constraint: PlacementConstraint,
+) -> PlacementResult:
+    """:func:`_place` for a tablet with its own policy: locations from the scan of
+    :mod:`nyala.placement.constraint_choice`, servers as always.  Kept apart so that the
+    unconstrained hot path pays nothing for constraints."""
+    taken: dict[str, int] = {}
+    for sid in excluded:
+        server = _server(state, sid)
+        if server.live:
+            taken[server.location] = taken.get(server.location, 0) + 1
+    counts: dict[str, int] = {}
+    for sid in staying:
+        name = _server(state, sid).location
+        counts[name] = counts.get(name, 0) + 1
+    chosen_locations = choose_constrained_locations(state, constraint, count, replication_factor, counts, taken)
+    chosen: list[str] = []
+    for name in chosen_locations:
+        loc = state.locations[name]
+        tctx, rctx = state.contexts(loc, table_id, range_key)
+        picked = ranking.choose_server(state, loc, tctx, rctx, excluded)
+        assert picked is not None, f"location {name} had a free server but none was chosen"
+        excluded.add(picked)
+        placed = _server(state, picked)
+        state.record_pending(loc, tctx, rctx, placed)
+        chosen.append(placed.uuid)
+        counts[name] = counts.get(name, 0) + 1
+    # The policy one level down: the groups inside the subtrees stand for the locations.
+    in_groups, servers_in_groups, outside = group_counts(state, constraint, counts)
+    result = PlacementResult(tuple(chosen), replication_factor, in_groups, servers_in_groups)
+    result.policy_met = result.policy_met and not outside
+    return result
 
 
 def _server(state: ClusterState, sid: int) -> Server:
