@@ -43,10 +43,12 @@ def choose_constrained_locations(
     # name -> [numerator, denominator, free servers]; group -> [numerator, denominator]
     candidates: dict[str, list[int]] = {}
     group_load: dict[str, list[int]] = {}
+    group_of: dict[str, str] = {}  # computed once per location: the ranking below asks often
     for name, loc in state.locations.items():
         group = constraint.group_of(name)
         if group is None or not loc.live_sids:
             continue
+        group_of[name] = group
         numerator = loc.reported * weight + loc.pending
         denominator = len(loc.live_sids) * weight
         load = group_load.setdefault(group, [0, 0])
@@ -66,7 +68,7 @@ def choose_constrained_locations(
     spread = spread_target(replication_factor, len(group_load))
     in_group: dict[str, int] = {}
     for name, n in counts.items():
-        group = constraint.group_of(name)
+        group = group_of.get(name) or constraint.group_of(name)
         if group is not None:
             in_group[group] = in_group.get(group, 0) + n
     leader_covered = not constraint.leader_location or any(
@@ -82,8 +84,7 @@ def choose_constrained_locations(
         best: tuple[bool, bool, float, float, float] | None = None
         best_name = ""
         for name in pool:
-            group = constraint.group_of(name)
-            assert group is not None
+            group = group_of[name]
             here = in_group.get(group, 0)
             numerator, denominator, _ = candidates[name]
             gnum, gden = group_load[group]
@@ -95,8 +96,7 @@ def choose_constrained_locations(
         entry = candidates[best_name]
         entry[0] += weight
         entry[2] -= 1
-        group = constraint.group_of(best_name)
-        assert group is not None
+        group = group_of[best_name]
         group_load[group][0] += weight
         in_group[group] = in_group.get(group, 0) + 1
         if constraint.leader_location and in_subtree(best_name, constraint.leader_location):
