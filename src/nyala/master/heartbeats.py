@@ -35,6 +35,7 @@ from nyala.master.replica_management import decide, stale_replica_cas
 from nyala.master.replicas import ReplicaReport
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager, registration_address
+from nyala.placement.constraint import PlacementConstraint
 from nyala.proto import common_pb2, consensus_pb2, consensus_rpc_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
@@ -176,17 +177,26 @@ class HeartbeatHandler:
         if leads and replica.schema_version < table.version:
             view.altering.add(table.table_id)
         if leads and cstate is not None and not tablet.creating:
-            self._consider_repair(view, uuid, reported.state, cstate, table.num_replicas)
+            constraint = table.placement.for_range(tablet.partition.range)
+            self._consider_repair(view, uuid, reported.state, cstate, table.num_replicas, constraint)
         return tablet_update(tablet, uuid, reported) is not None
 
     def _consider_repair(
-        self, view: LeaderView, uuid: str, state: int, cstate: consensus_rpc_pb2.ConsensusStatePB, rf: int
+        self,
+        view: LeaderView,
+        uuid: str,
+        state: int,
+        cstate: consensus_rpc_pb2.ConsensusStatePB,
+        rf: int,
+        constraint: PlacementConstraint | None = None,
     ) -> None:
         """Remember the config change this leader's report calls for, or that none is due."""
         maintenance = frozenset(
             p.permanent_uuid for p in cstate.committed_config.peers if view.in_maintenance(p.permanent_uuid)
         )
-        repair = decide(uuid, state, cstate, rf, in_maintenance=maintenance, location_of=self._location_of)
+        repair = decide(
+            uuid, state, cstate, rf, in_maintenance=maintenance, location_of=self._location_of, constraint=constraint
+        )
         if repair is None or not self._manager.options.replica_management_allows(repair.kind):
             view.repairs.pop(cstate.tablet_id, None)
         else:

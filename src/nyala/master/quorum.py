@@ -19,7 +19,8 @@ as the leader sees it), the replication factor and the servers in maintenance: K
   once its replacement is a healthy voter it is asked to hand leadership over.
 - :func:`eviction_tie_break` orders members of equal rank for over-replication: the member in
   the location holding most of the tablet's replicas goes first, so the removal keeps the
-  placement policy best.
+  placement policy best; with a table's own policy, a member outside its subtrees goes before
+  any inside, and crowding is counted per group one level below them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Sequence
 
 from nyala.consensus.core import PeerHealth
+from nyala.placement.constraint import PlacementConstraint
 
 __all__ = [
     "Member",
@@ -158,10 +160,23 @@ def should_step_down_for_replacement(members: Sequence[Member], leader: str, rep
     return bool(leader) and marked and healthy > replication_factor and healthy >= majority(len(voters))
 
 
-def eviction_tie_break(location_of: Callable[[str], str], members: Sequence[Member]) -> Callable[[Member], object]:
-    """Among members of equal rank, the one in the most crowded location first, then by uuid."""
-    crowd: dict[str, int] = {}
+def eviction_tie_break(
+    location_of: Callable[[str], str], members: Sequence[Member], constraint: PlacementConstraint | None = None
+) -> Callable[[Member], object]:
+    """Among members of equal rank, one outside the table's policy first, then the one in the
+    most crowded location (group, with a policy), then by uuid."""
+    if constraint is not None and constraint.strict:
+
+        def unit(uuid: str) -> str | None:
+            return constraint.group_of(location_of(uuid))
+    else:
+
+        def unit(uuid: str) -> str | None:
+            return location_of(uuid)
+
+    crowd: dict[str | None, int] = {}
     for m in members:
         if m.voter:
-            crowd[location_of(m.uuid)] = crowd.get(location_of(m.uuid), 0) + 1
-    return lambda m: (-crowd.get(location_of(m.uuid), 0), m.uuid)
+            crowd[unit(m.uuid)] = crowd.get(unit(m.uuid), 0) + 1
+    strict = constraint is not None and constraint.strict
+    return lambda m: (not (strict and unit(m.uuid) is None), -crowd.get(unit(m.uuid), 0), m.uuid)

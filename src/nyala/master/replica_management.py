@@ -38,6 +38,7 @@ from nyala.master.quorum import (
     should_evict,
     should_step_down_for_replacement,
 )
+from nyala.placement.constraint import PlacementConstraint
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import tserver_pb2 as tpb
@@ -103,6 +104,7 @@ def decide(
     *,
     in_maintenance: frozenset[str] = frozenset(),
     location_of: Callable[[str], str] = lambda _uuid: "",
+    constraint: PlacementConstraint | None = None,
 ) -> Repair | None:
     """The step a report from ``reporter`` calls for, or None (not a running leader with a
     committed config and no pending one, or nothing to do)."""
@@ -111,7 +113,7 @@ def decide(
         return None
     config = tuple(members(cstate))
     cas = cstate.committed_config.opid_index
-    tie_break = eviction_tie_break(location_of, config)
+    tie_break = eviction_tie_break(location_of, config, constraint)
     victim = should_evict(config, reporter, replication_factor, tie_break)
     if victim is not None:
         return Repair(RepairKind.EVICT, cstate.tablet_id, reporter, cas, config, victim)

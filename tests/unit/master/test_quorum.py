@@ -10,6 +10,7 @@ from nyala.master.quorum import (
     should_evict,
     should_step_down_for_replacement,
 )
+from nyala.placement import PlacementConstraint
 
 H, F, FU, U = PeerHealth.HEALTHY, PeerHealth.FAILED, PeerHealth.FAILED_UNRECOVERABLE, PeerHealth.UNKNOWN
 
@@ -95,6 +96,18 @@ def test_over_replication_evicts_from_the_most_crowded_location() -> None:
     # A worse-ranked replica still goes first.
     config[2] = voter("c", U)
     assert should_evict(config, "a", 3, eviction_tie_break(where, config)) == "c"
+
+
+def test_over_replication_evicts_outside_a_table_policy_first_then_from_the_most_crowded_group() -> None:
+    where = {"a": "/eu/r1", "b": "/eu/r1/x", "c": "/eu/r2", "d": "/us"}.__getitem__
+    config = [voter("a"), voter("b"), voter("c"), voter("d")]
+    eu = PlacementConstraint.of(["/eu"])
+    assert should_evict(config, "a", 3, eviction_tie_break(where, config, eu)) == "d"
+    inside = [voter("a"), voter("b"), voter("c"), voter("e")]
+    where_e = {"a": "/eu/r1", "b": "/eu/r1/x", "c": "/eu/r2", "e": "/eu/r3"}.__getitem__
+    # /eu/r1 and /eu/r1/x are one group: one of its two members goes.
+    assert should_evict(inside, "c", 3, eviction_tie_break(where_e, inside, eu)) in {"a", "b"}
+    assert should_evict(inside, "a", 3, eviction_tie_break(where_e, inside, eu)) == "b"
 
 
 def test_an_excess_non_voter_goes_when_enough_voters_are_healthy() -> None:
