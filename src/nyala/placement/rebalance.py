@@ -32,8 +32,10 @@ A tablet may carry its table's (or range's) own constraint
 (:class:`~nyala.placement.constraint.PlacementConstraint`): no move ever lands outside its
 subtrees, the policy's limit counts the groups one level below them instead of locations, the
 fixer first brings replicas found outside back inside (when no server inside can take one the
-tablet is reported unfixable and left alone), and cross-location balancing of a key only
-looks at the locations its tablets may use.
+tablet is reported unfixable and left alone) and last gives a tablet with a leader location
+but no replica there one (so the master can move its leadership there), and cross-location
+balancing of a key only looks at the locations its tablets may use and never takes away a
+tablet's last replica in its leader location.
 
 Every move is checked against the policy: a move never makes a tablet's layout violate it.
 Planning again on the planned layout (with the same options) yields no moves.  Ties are broken
@@ -379,11 +381,40 @@ class _Model:
                     unfixable.append(tablet_id)
                     break
                 self.move(tablet_id, self._source_in(tablet_id, max(over, key=counts.__getitem__)), target, "policy")
+            self._reach_leader_location(tablet_id)
         return unfixable
 
+    def _reach_leader_location(self, tablet_id: str) -> None:
+        """Give a tablet with a leader location but no replica there one, when a move into it
+        keeps the policy, so that the master can hand its leadership over."""
+        wanted = self.leader_location_of.get(tablet_id)
+        members = self.members[tablet_id]
+        if not wanted or any(in_subtree(self.location_of[u], wanted) for u in members):
+            return
+        leader = self.tablets[tablet_id].leader
+        counts = self.counts_per_location(tablet_id)
+        sources = sorted(
+            members,
+            key=lambda u: (
+                u == leader,
+                -counts.get(self.unit_of(tablet_id, self.location_of[u]) or "", 0),
+                -self.total[u],
+                u,
+            ),
+        )
+        inside = [loc for loc in self.active_of if in_subtree(loc, wanted) and self.allows(tablet_id, loc)]
+        for location in sorted(inside, key=lambda loc: (self.location_load(loc), loc)):
+            target = self.best_target(tablet_id, location)
+            if target is None:
+                continue
+            for source in sources:
+                if not self._breaks_policy(tablet_id, source, target):
+                    self.move(tablet_id, source, target, "policy")
+                    return
+
     def _bring_inside(self, tablet_id: str) -> bool:
-        """Move the tablet's replicas found outside its constraint back inside; False when some
-        cannot move (no server inside can take one), and then nothing is moved for it."""
+        """Move the tablet's replicas found outside its constraint back inside; False when one
+        cannot move (no server inside can take it; the moves planned before it stay)."""
         away = self.outside(tablet_id)
         for uuid in away:
             destination = self.best_location(tablet_id) or self.best_location(tablet_id, best_effort=True)

@@ -270,3 +270,17 @@ def test_balancing_keeps_a_replica_in_the_leader_location() -> None:
     for tablet in after.tablets:
         assert any(servers[u] == "/z/a" for u in tablet.replicas), tablet
     assert plan_moves(after, random.Random(3)).moves == []
+
+
+def test_the_fixer_gives_a_tablet_a_replica_in_its_leader_location() -> None:
+    servers = {"a1": "/z/a", "a2": "/z/a", "b1": "/z/b", "c1": "/z/c", "d1": "/z/d"}
+    constraint = PlacementConstraint.of(["/z"], leader_location="/z/a")
+    tablets = [TabletInfo("t", "t", b"", 3, ("b1", "c1", "d1"), "b1", constraint)]
+    cluster = ClusterInfo(servers, tablets)
+    plan = plan_moves(cluster, random.Random(1))
+    assert len(plan.moves) == 1
+    (move,) = plan.moves
+    assert move.phase == "policy"
+    assert servers[move.to_uuid] == "/z/a"
+    assert move.from_uuid != "b1"  # a follower moves, not the leader
+    assert plan_moves(apply(cluster, plan.moves), random.Random(2)).moves == []
