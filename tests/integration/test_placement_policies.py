@@ -144,7 +144,7 @@ def test_a_pinned_table_is_created_inside_its_subtree_one_replica_per_rack(
     assert as_json["placement"] == {"locations": ["/eu"], "leader_location": "/eu/r2"}
 
 
-def test_a_range_policy_replaces_the_table_policy_for_its_tablets(client: Client) -> None:
+def test_a_range_policy_replaces_the_table_policy_for_its_tablets(cluster: MiniCluster, client: Client) -> None:
     partitioning = Partitioning().set_range_partition_columns(["id"]).add_range_partition(0, 100)
     partitioning = partitioning.add_range_partition(100, 200)
     client.create_table(
@@ -159,6 +159,16 @@ def test_a_range_policy_replaces_the_table_policy_for_its_tablets(client: Client
         wanted = "/us/" if "(0), (100)" in partition else "/eu/"
         assert all(loc.startswith(wanted) for loc, _, _ in replicas), (partition, replicas)
     client.delete_table("ranged")
+    created = cli(
+        cluster, "table", "create", "ranged_cli", "-c", "id:int64", "-c", "v:string", "-k", "id",
+        "--range-columns", "id", "--range", "0", "100", "--range", "100", "200",
+        "--placement", "/eu", "--range-placement", "0", "100", "/us",
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    described = cli(cluster, "table", "describe", "ranged_cli")
+    assert "Placement policy: replicas in /eu" in described.output
+    assert "range [(0), (100)): replicas in /us" in described.output
+    client.delete_table("ranged_cli")
 
 
 def test_leaders_move_to_the_leader_location_and_return_after_a_restart(cluster: MiniCluster, client: Client) -> None:

@@ -553,6 +553,10 @@ def set_placement(
     help="Comma-separated location subtrees the table's replicas must stay in, e.g. /eu.",
 )  # fmt: skip
 @click.option("--leader-location", default="", metavar="LOCATION", help="Where the tablets' leaders should be.")
+@click.option(
+    "--range-placement", "range_placements", multiple=True, nargs=3, metavar="LOWER UPPER LOCATIONS",
+    help="A range partition's own placement policy, replacing the table's for it; bounds as for --range.",
+)  # fmt: skip
 @click.option("--wait/--no-wait", default=True, help="Return only once every tablet has a leader.")
 @timeout_option
 @handle_errors
@@ -567,6 +571,7 @@ def create(
     num_replicas: int,
     placement: str,
     leader_location: str,
+    range_placements: tuple[tuple[str, str, str], ...],
     wait: bool,
     timeout_s: float,
 ) -> None:
@@ -579,6 +584,13 @@ def create(
     table_schema = schema([_column(c) for c in columns], primary_key=[k.strip() for k in primary_key.split(",")])
     partitioning = _partitioning(table_schema, hashes, range_columns, ranges)
     policy = PlacementPolicy(parse_locations(placement) if placement else (), leader_location)
+    names = [c.strip() for c in range_columns.split(",") if c.strip()]
+    if range_placements and not names:
+        raise InvalidArgument("--range-placement needs --range-columns")
+    per_range = [
+        ((_bound(table_schema, names, lower), _bound(table_schema, names, upper)), parse_locations(locations))
+        for lower, upper, locations in range_placements
+    ]
     with connect_cli(master_addresses, timeout_s) as client, progress(f"creating table {table_name}"):
         created = client.create_table(
             table_name,
@@ -586,6 +598,7 @@ def create(
             partitioning,
             num_replicas=num_replicas,
             placement=None if policy.empty else policy,
+            range_placements=per_range,
             wait=wait,
             timeout_s=timeout_s,
         )
