@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from nyala.placement import Plan, Verdict, check_placement
+from nyala.placement import Plan, PolicyCheck, TabletInfo, Verdict, check_constraint, check_placement
 from nyala.tools.rebalancer import Model, Snapshot
 
 __all__ = ["distribution_report", "table_skews"]
@@ -90,15 +90,21 @@ def distribution_report(snapshot: Snapshot, model: Model, plan: Plan, *, details
     ]
     servers_per_location = {loc: len(uuids) for loc, uuids in by_location.items()}
     location_of = info.tservers
-    violations = []
+    violations: list[tuple[TabletInfo, PolicyCheck, tuple[str, ...]]] = []
     for tablet in info.tablets:
-        per_location = Counter(location_of[u] for u in tablet.replicas if u not in info.draining)
-        check = check_placement(tablet.replication_factor, per_location, servers_per_location)
+        staying = [location_of[u] for u in tablet.replicas if u not in info.draining]
+        if tablet.constraint is not None and tablet.constraint.strict:
+            # The table's own policy: its subtrees, and the rule one level below them.
+            own = check_constraint(tablet.constraint, tablet.replication_factor, staying, servers_per_location)
+            if own.outside or not own.policy.met:
+                violations.append((tablet, own.policy, own.outside))
+            continue
+        check = check_placement(tablet.replication_factor, Counter(staying), servers_per_location)
         if not check.met:
-            violations.append((tablet, check))
+            violations.append((tablet, check, ()))
     table_name = {t.id: t.name for t in snapshot.tables}
     skews = table_skews(model)
-    violating = Counter(tablet.table_id for tablet, _ in violations)
+    violating = Counter(tablet.table_id for tablet, _, _ in violations)
     tables = [
         {
             "table": summary.name,
@@ -152,8 +158,10 @@ def distribution_report(snapshot: Snapshot, model: Model, plan: Plan, *, details
                 "table": table_name.get(tablet.table_id, tablet.table_id),
                 "replicas_per_location": dict(check.replicas_per_location),
                 "limit": check.limit,
-                "fixable": check.verdict is not Verdict.UNSATISFIABLE,
+                "fixable": check.verdict is not Verdict.UNSATISFIABLE
+                and not (outside and tablet.tablet_id in plan.unfixable),
+                "outside_its_locations": list(outside),
             }
-            for tablet, check in violations
+            for tablet, check, outside in violations
         ]
     return report

@@ -11,7 +11,7 @@ import pytest
 
 from nyala.client.info import TableSummary, TabletServerInfo
 from nyala.errors import IllegalState, InvalidArgument
-from nyala.placement import Move, plan_moves
+from nyala.placement import Move, PlacementConstraint, plan_moves
 from nyala.tools.rebalance_report import distribution_report
 from nyala.tools.rebalancer import (
     Controls,
@@ -309,3 +309,23 @@ def test_a_run_holds_the_masters_rebalance_lease_from_before_its_first_plan_unti
     assert planned_with[0]
     assert planned_with[0][0] > 0  # taken before the first plan
     assert recorder.calls[-1] == 0  # released at the end
+
+
+def test_the_report_judges_a_pinned_tablet_by_its_own_policy() -> None:
+    where = {"e1": "/eu/r1", "e2": "/eu/r2", "e3": "/eu/r3", "u1": "/us"}
+    tservers = tuple(TabletServerInfo(u, (f"{u}:7050",), loc, True, 10, 1) for u, loc in where.items())
+    eu = PlacementConstraint.of(["/eu"])
+    tablets = (
+        TabletView("in", "p", "p-id", b"", 3, ("e1", "e2", "e3"), leader="e1", constraint=eu),
+        TabletView("out", "p", "p-id", b"", 3, ("e1", "e2", "u1"), leader="e1", constraint=eu),
+    )
+    snapshot = Snapshot(tservers, (TableSummary("p-id", "p", 2, 3),), tablets)
+    model = build_model(snapshot, RebalanceSettings())
+    plan = plan_moves(model.info, random.Random(1))
+    assert [(m.tablet_id, m.from_uuid, m.to_uuid, m.phase) for m in plan.moves] == [("out", "u1", "e3", "policy")]
+    report = distribution_report(snapshot, model, plan, details=True)
+    assert report["tables"][0]["violations"] == 1
+    (violation,) = report["violations"]
+    assert violation["tablet"] == "out"
+    assert violation["outside_its_locations"] == ["/us"]
+    assert violation["fixable"] is True
