@@ -13,6 +13,7 @@ replicas; ksck says why a table whose only server is gone cannot be re-replicate
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,6 +143,10 @@ def test_a_pinned_table_is_created_inside_its_subtree_one_replica_per_rack(
     assert "Placement policy: replicas in /eu; leader in /eu/r2" in described.output
     as_json = json.loads(cli(cluster, "table", "describe", PINNED, "--format", "json").stdout)
     assert as_json["placement"] == {"locations": ["/eu"], "leader_location": "/eu/r2"}
+    (master,) = cluster.masters
+    with urllib.request.urlopen(f"{master.url}/api/tables/{PINNED}", timeout=10) as response:
+        page = json.loads(response.read())
+    assert page["table"]["placement_policy"] == "replicas in /eu; leader in /eu/r2"
 
 
 def test_a_range_policy_replaces_the_table_policy_for_its_tablets(cluster: MiniCluster, client: Client) -> None:

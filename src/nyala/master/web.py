@@ -21,7 +21,7 @@ from nyala.master.leader import LeaderView
 from nyala.master.peers import MasterPeers
 from nyala.master.replicas import ReplicaReport
 from nyala.master.ts_manager import TSDescriptor, TSManager
-from nyala.placement import Verdict, check_placement
+from nyala.placement import Verdict, check_constraint, check_placement
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
@@ -140,6 +140,7 @@ class MasterPages:
                 "schema_version": table.version,
                 "partitioning": _partitioning(table),
                 "tablets": len(tablets),
+                "placement_policy": _placement_text(table),
             },
         )
         columns = ["tablet_id", "partition", "state", "leader", "replicas"]
@@ -266,6 +267,13 @@ class MasterPages:
         if len(servers_per_location) > 1:
             for table in view.catalog.live_tables():
                 for tablet in view.catalog.tablets_of(table.table_id):
+                    constraint = table.placement.for_range(tablet.partition.range)
+                    if constraint.strict:  # judged by the table's own policy (docs/placement.md)
+                        where = [location_of[u] for u in tablet.replicas if u in location_of]
+                        own = check_constraint(constraint, table.num_replicas, where, servers_per_location)
+                        if own.outside or not own.policy.met:
+                            violations.append([table.name, tablet.tablet_id, own.explain(constraint)])
+                        continue
                     placed = Counter(location_of[u] for u in tablet.replicas if u in location_of)
                     check = check_placement(table.num_replicas, placed, servers_per_location)
                     if check.verdict is not Verdict.MET:
@@ -318,6 +326,15 @@ class MasterPages:
 
 def _role_badge(role: str) -> Badge:
     return Badge(role, "good" if role == "LEADER" else "plain")
+
+
+def _placement_text(table: TableInfo) -> str:
+    """The table's own placement policy and its ranges', for people."""
+    placement = table.placement
+    parts = [placement.table.describe()]
+    for bounds, constraint in sorted(placement.ranges.items(), key=lambda item: (item[0].lower, item[0].upper)):
+        parts.append(f"range {table.partitioner.show_range(bounds)}: {constraint.describe()}")
+    return "; ".join(parts)
 
 
 def _partitioning(table: TableInfo) -> str:
