@@ -429,9 +429,10 @@ def judge_constraint(
             return None
         unmet.add(constraint)
         return f"table {table!r}: placement policy ({constraint.describe()}): {check.explain(constraint)}"
-    if check.met:
-        return None
-    return f"tablet {tablet.tablet_id} of table {table!r} breaks its placement policy: {check.explain(constraint)}"
+    if check.met or (not constraint.strict and not check.leader_misplaced):
+        return None  # without subtrees, the cluster-wide rule is judge_placement's to report
+    why = check.explain(constraint) if constraint.strict else f"leader outside {constraint.leader_location}"
+    return f"tablet {tablet.tablet_id} of table {table!r} breaks its placement policy: {why}"
 
 
 def _location_checks(

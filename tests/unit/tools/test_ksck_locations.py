@@ -132,3 +132,14 @@ def test_a_table_policy_is_checked_one_level_down_and_said_once_when_it_cannot_b
     assert first is not None
     assert "only 0 live tablet server(s) in /asia" in first
     assert judge_constraint("t", 3, led_by("", "e2"), asia, location_of, live, unmet) is None  # said once
+
+
+def test_a_leader_location_alone_adds_only_the_leader_check() -> None:
+    location_of = {"a1": "/a", "a2": "/a", "b1": "/b"}
+    live = {"/a": 2, "/b": 1}
+    constraint = PlacementConstraint.of([], leader_location="/b")
+    crowded = TabletInfo("tab1", "", (ReplicaInfo("a1", "", "", "LEADER"), ReplicaInfo("a2", "", "", "FOLLOWER")))
+    warning = judge_constraint("t", 2, crowded, constraint, location_of, live, set())
+    assert warning == "tablet tab1 of table 't' breaks its placement policy: leader outside /b"
+    led = TabletInfo("tab1", "", (ReplicaInfo("a1", "", "", "FOLLOWER"), ReplicaInfo("b1", "", "", "LEADER")))
+    assert judge_constraint("t", 2, led, constraint, location_of, live, set()) is None
