@@ -24,11 +24,12 @@ import nyala
 from nyala.client import Client, Partitioning, PlacementPolicy, schema
 from nyala.errors import InvalidArgument, NyalaError
 from nyala.proto import common_pb2
+from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 from nyala.testing.wait import wait_for
 from nyala.tools.cli import main
 
-from .replica_kit import Writer, check_no_acked_row_lost, consensus_states
+from .replica_kit import TabletProbe, Writer, check_no_acked_row_lost, consensus_states
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -298,3 +299,37 @@ def test_policies_survive_a_master_restart(cluster: MiniCluster, client: Client)
 
     assert wait_for(reloaded, what="the pinned table's policy after the master restart") == EU
     assert client.open_table(FREE).placement == PlacementPolicy(("/us",))
+
+
+def test_a_tablet_whose_locations_have_no_free_server_stays_under_replicated(
+    cluster: MiniCluster, client: Client
+) -> None:
+    # Three single-server locations hold the table; losing one leaves no server inside to
+    # re-replicate to, while seven servers outside could take a replica.
+    tight = PlacementPolicy(("/eu/r2", "/eu/r3", "/us/west"))
+    wait_for(lambda: sum(s.live for s in client.list_tablet_servers()) == 9, what="every tablet server live")
+    client.create_table("tight", SCHEMA, Partitioning().add_hash_partitions("id", 2), num_replicas=3, placement=tight)
+    wait_for(lambda: settled(client, "tight"), what="the tight table running")
+    (r3,) = cluster.tservers_in("/eu/r3")
+    probes = [TabletProbe(cluster, client, tablet_id) for tablet_id in layout(client, "tight")]
+    cluster.kill(r3)
+    try:
+        # Once each leader calls the lost member FAILED, the master looks for a replacement.
+        wait_for(
+            lambda: all(p.health_of(r3.uuid) == cpb.FAILED for p in probes),
+            what="the leaders to call the lost member failed",
+            timeout_s=90,
+        )
+
+        def reported() -> list[str] | None:
+            report = json.loads(cli(cluster, "cluster", "ksck", "--format", "json", "--tables", "tight").stdout)
+            statuses = {t["status"] for t in report["tablets"]}
+            unmet = [w for w in report["warnings"] if "cannot be met" in w]
+            return unmet if statuses == {"UNDER_REPLICATED"} and unmet else None
+
+        (warning,) = wait_for(reported, what="ksck to call the tight table under-replicated, and say why", timeout_s=90)
+        assert "only 2 live tablet server(s) in /eu/r2, /eu/r3, /us/west" in warning
+        for replicas in layout(client, "tight").values():
+            assert {loc for loc, _, _ in replicas} <= {"/eu/r2", "/eu/r3", "/us/west"}, replicas
+    finally:
+        cluster.restart(r3)
