@@ -180,6 +180,8 @@ class _Model:
             for t in cluster.tablets
             if t.constraint is not None and t.constraint.leader_location
         }
+        #: Whether any tablet has a policy of its own (when none has, the phases skip the checks).
+        self.constrained = bool(self.constraint_of or self.leader_location_of)
         self.members: dict[str, set[str]] = {}
         self.key_of: dict[str, tuple[str, bytes]] = {}
         self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
@@ -279,7 +281,14 @@ class _Model:
         tablet's highest count per location.
         """
         to_location = self.location_of[target]
-        if not self.allows(tablet_id, to_location):
+        constraint = self.constraint_of.get(tablet_id)
+        if constraint is None:  # the cluster-wide policy alone, as cheap as it always was
+            if to_location == self.location_of[source]:
+                return False
+            counts = self.counts_per_location(tablet_id)
+            after = counts.get(to_location, 0) + 1
+            return after > self.limit(tablet_id) and after > max(counts.values())
+        if not constraint.allows(to_location):
             return True  # a strict constraint: never, not even within the location it is in
         to_unit = self.unit_of(tablet_id, to_location)
         if to_unit == self.unit_of(tablet_id, self.location_of[source]):
@@ -304,7 +313,7 @@ class _Model:
         """The server of ``location`` with the fewest replicas of the tablet's key, then in total."""
         key = self.key_of[tablet_id]
         members = self.members[tablet_id]
-        if not self.allows(tablet_id, location):
+        if self.constraint_of and not self.allows(tablet_id, location):
             return None
         candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
         if not candidates:
@@ -361,12 +370,14 @@ class _Model:
 
     def fix_policy(self) -> list[str]:
         unfixable = []
+        cluster_servers = {loc: len(uuids) for loc, uuids in self.active_of.items()}
         for tablet_id in sorted(self.members):
-            if not self._bring_inside(tablet_id):
+            constrained = tablet_id in self.constraint_of
+            if constrained and not self._bring_inside(tablet_id):
                 unfixable.append(tablet_id)
                 continue
             limit = self.limit(tablet_id)
-            servers = self.servers_per_unit(tablet_id)
+            servers = self.servers_per_unit(tablet_id) if constrained else cluster_servers
             while True:
                 counts = self.counts_per_location(tablet_id)
                 over = [loc for loc, n in counts.items() if n > limit]
@@ -381,7 +392,8 @@ class _Model:
                     unfixable.append(tablet_id)
                     break
                 self.move(tablet_id, self._source_in(tablet_id, max(over, key=counts.__getitem__)), target, "policy")
-            self._reach_leader_location(tablet_id)
+            if tablet_id in self.leader_location_of:
+                self._reach_leader_location(tablet_id)
         return unfixable
 
     def _reach_leader_location(self, tablet_id: str) -> None:
@@ -438,7 +450,7 @@ class _Model:
                 pass
 
     def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
-        usable = self._usable_locations(key)
+        usable = self._usable_locations(key) if self.constraint_of else self.active_of
         per_location = {
             loc: sum(self.key_count(key, u) for u in uuids) / len(uuids)
             for loc, uuids in self.active_of.items()
@@ -478,9 +490,10 @@ class _Model:
         sources = sorted(self.active_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
         for source in sources:
             for tablet_id in sorted(self.by_key[key].get(source, ())):
-                if not self.allows(tablet_id, target_loc):
-                    continue
-                if self._strands_leader_location(tablet_id, source, target_loc):
+                if self.constrained and (
+                    not self.allows(tablet_id, target_loc)
+                    or self._strands_leader_location(tablet_id, source, target_loc)
+                ):
                     continue
                 target_unit = self.unit_of(tablet_id, target_loc)
                 counts = self.counts_per_location(tablet_id)
@@ -543,18 +556,16 @@ class _Model:
 
     def _movable(self, key: tuple[str, bytes], source: str, target: str) -> str | None:
         """A tablet of ``key`` on ``source`` without a replica on ``target``, a follower first."""
-        candidates = [
-            t
-            for t in self.by_key[key].get(source, ())
-            if target not in self.members[t]
-            and (
-                (t not in self.constraint_of and t not in self.leader_location_of)
-                or not (
+        candidates = [t for t in self.by_key[key].get(source, ()) if target not in self.members[t]]
+        if self.constrained:  # never out of a tablet's subtrees, nor its last replica out of its leader location
+            candidates = [
+                t
+                for t in candidates
+                if not (
                     self._breaks_policy(t, source, target)
                     or self._strands_leader_location(t, source, self.location_of[target])
                 )
-            )
-        ]
+            ]
         if not candidates:
             return None
         return min(candidates, key=lambda t: (self.tablets[t].leader == source, t))
