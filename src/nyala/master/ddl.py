@@ -98,13 +98,21 @@ class Ddl:
             tablets.append(NewTablet(tablet_id, p, placed.tserver_uuids))
         return tablets
 
-    @staticmethod
-    def _check_policies(view: LeaderView, constraints: Iterable[PlacementConstraint], rf: int, table_name: str) -> None:
-        """InvalidArgument when a strict policy's subtrees hold fewer live servers than ``rf``."""
+    def _check_policies(
+        self, view: LeaderView, constraints: Iterable[PlacementConstraint], rf: int, table_name: str
+    ) -> None:
+        """InvalidArgument when a strict policy's subtrees hold fewer live servers than ``rf``
+        (ServiceUnavailable while this master may not have heard every server yet)."""
         live = view.placement.live_servers_per_location()
         for constraint in constraints:
             inside = sum(n for location, n in live.items() if constraint.allows(location))
             if constraint.strict and inside < rf:
+                if self._ts.clock() - self._started_s < self._warm_up_s:
+                    raise ServiceUnavailable(
+                        f"table {table_name!r}: only {inside} tablet server(s) in "
+                        f"{', '.join(constraint.subtrees)} have registered since this master started, fewer "
+                        f"than the {rf} replicas; retry once they have heartbeated"
+                    )
                 raise InvalidArgument(
                     f"table {table_name!r}: placement policy ({constraint.describe()}) cannot be met: "
                     f"{inside} live tablet server(s) in {', '.join(constraint.subtrees)}, fewer than the "
