@@ -48,8 +48,10 @@ def choose_locations_scan(
 ) -> list[str]:
     """A location per replica, ranking every location (``taken``: excluded live servers per location)."""
     locations = state.locations
-    limit = location_limit(replication_factor, len(locations))
-    spread = spread_target(replication_factor, len(locations))
+    # Only locations with a live server count for the policy (nyala.placement.policy).
+    num_locations = len(state.live_servers_per_location())
+    limit = location_limit(replication_factor, num_locations)
+    spread = spread_target(replication_factor, num_locations)
     weight = state.clock.weight if with_pending else 1
     draw = state.rng.getrandbits
     # Candidates ranked (over the limit, over the spread target, load, random tie-breaker),
@@ -103,8 +105,10 @@ def choose_locations_indexed(
     """The same choice as :func:`choose_locations_scan` with pending replicas counted, from the heap."""
     locations = state.locations
     weight = state.clock.weight
-    limit = location_limit(replication_factor, len(locations))
-    spread = spread_target(replication_factor, len(locations))
+    # Only locations with a live server count for the policy (nyala.placement.policy).
+    num_locations = len(state.live_servers_per_location())
+    limit = location_limit(replication_factor, num_locations)
+    spread = spread_target(replication_factor, num_locations)
     untouched_tiers = (limit <= 0, False)  # a location holding nothing of the tablet yet
     # Touched locations: name -> [replicas of this tablet there, assigned now, free servers left].
     touched: dict[str, list[int]] = {}

@@ -412,9 +412,15 @@ class ClusterState:
         }
 
     def live_servers_per_location(self) -> dict[str, int]:
-        """Every location with a registered server and its number of live servers (do not mutate)."""
+        """The locations the policy counts, with their live servers (do not mutate).
+
+        These are the locations with at least one live server: the rule of
+        :func:`nyala.placement.policy.policy_locations`, kept incrementally.
+        """
         if self._live_per_location_gen != self.gen:
-            self._live_per_location = {name: len(loc.live_sids) for name, loc in self.locations.items()}
+            self._live_per_location = {
+                name: len(loc.live_sids) for name, loc in self.locations.items() if loc.live_sids
+            }
             self._live_servers = sum(self._live_per_location.values())
             self._live_per_location_gen = self.gen
         return self._live_per_location

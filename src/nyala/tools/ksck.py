@@ -20,7 +20,8 @@ Locations (seed 000; Kudu's ksck only lists them): each tablet server's location
 per location (servers, live servers, replicas, round trip), and ``warnings`` for
 
 - every tablet whose replicas violate the placement policy (:func:`judge_placement`, using
-  ``nyala.placement.check_placement`` over the registered servers' locations), naming the
+  ``nyala.placement.check_tablet``: the locations with a live server, the replicas on live
+  servers, the same rule as the master's), naming the
   table, the tablet and the replica count per location;
 - every location whose servers are unreachable or lose pings, or whose round trip is much
   slower than the other locations' (:func:`judge_locations`).  The round trip of a server is
@@ -45,7 +46,7 @@ from nyala.client.async_client import AsyncClient
 from nyala.client.info import TableSummary, TabletInfo, TabletServerInfo, role_name
 from nyala.common.hostport import parse_address
 from nyala.errors import InvalidArgument, NyalaError
-from nyala.placement import Verdict, check_placement
+from nyala.placement import Verdict, check_tablet
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
@@ -205,13 +206,12 @@ async def ksck(
         checksums = await checksum_tablets(client, targets, timeout_s=timeout_s)
         problems += judge_checksums(checksums)
     table_checks = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
-    location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
-    servers_per_location = _count(location_of.values())
+    placement_of = {s.uuid: (s.location or NO_LOCATION, s.live) for s in tservers}
     warnings = [
         w
         for summary, tablets in zip(summaries, layouts, strict=True)
         for tablet in tablets
-        if (w := judge_placement(summary.name, summary.num_replicas, tablet, location_of, servers_per_location))
+        if (w := judge_placement(summary.name, summary.num_replicas, tablet, placement_of))
     ]
     locations = _location_checks(tservers, layouts, rtts)
     warnings += judge_locations(locations, tservers, rtts)
@@ -355,18 +355,15 @@ def judge_placement(
     table: str,
     num_replicas: int,
     tablet: TabletInfo,
-    location_of: Mapping[str, str],
-    servers_per_location: Mapping[str, int],
+    placement_of: Mapping[str, tuple[str, bool]],
 ) -> str | None:
     """A warning when the tablet's replicas violate the placement policy, else None.
 
-    Only replicas on registered servers count (``location_of``); with one location (or none)
-    every layout complies.
+    ``placement_of`` maps each registered tablet server to its (location, live).  Which
+    locations and replicas count is :func:`nyala.placement.check_tablet`'s rule, the one the
+    master applies too: only locations with a live server, only replicas on live servers.
     """
-    if len(servers_per_location) <= 1:
-        return None
-    counts = _count(location_of[r.uuid] for r in tablet.replicas if r.uuid in location_of)
-    check = check_placement(num_replicas, counts, servers_per_location)
+    check = check_tablet(num_replicas, (r.uuid for r in tablet.replicas), placement_of)
     if check.verdict is Verdict.MET:
         return None
     return f"tablet {tablet.tablet_id} of table {table!r} {check.explain()}"
