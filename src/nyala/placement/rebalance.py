@@ -16,7 +16,10 @@ and seed 000:
    load of a location is replicas / servers; while the most and the least loaded differ by
    more than ``load_imbalance_threshold`` (Kudu's 1.0), move a replica from the first to the
    second, if that keeps its tablet within the policy and narrows the gap.  When no such move
-   exists between a pair, the next pair is tried.
+   exists between a pair, the next pair is tried.  In range mode each table is then balanced
+   as a whole the same way (moving replicas of the ranges whose loads differ most first):
+   a range of a few tablets never differs by more than the threshold, which left a new, empty
+   location empty where Kudu's range mode stops too.
 3. **Within each location**, as if it were a cluster of its own (Kudu's two-dimensional
    greedy): first each key's skew (max - min replicas per server) down to 1, moving from the
    server holding most of the key to the one holding least (ties: by total load); then the
@@ -313,11 +316,25 @@ class _Model:
         for key in sorted(self.by_key):
             while self._one_cross_location_move(key):
                 pass
+        if self.options.enable_range_rebalancing:
+            # A range of a few tablets never differs by more than the threshold between
+            # locations (one replica moves its per-server load by 1 / servers), so balancing
+            # ranges alone leaves, e.g., a new empty location empty.  Balance each table as a
+            # whole too, moving replicas of the ranges whose loads differ most.
+            keys_of: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+            for key in sorted(self.by_key):
+                keys_of[key[0]].append(key)
+            for keys in keys_of.values():
+                while self._one_cross_location_move(*keys):
+                    pass
 
-    def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
-        per_location = {
-            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids) for loc, uuids in self.active_of.items()
-        }
+    def _key_load(self, key: tuple[str, bytes], location: str) -> float:
+        uuids = self.active_of[location]
+        return sum(self.key_count(key, u) for u in uuids) / len(uuids)
+
+    def _one_cross_location_move(self, *keys: tuple[str, bytes]) -> bool:
+        """One move that narrows the gap between two locations' load of ``keys`` taken together."""
+        per_location = {loc: sum(self._key_load(key, loc) for key in keys) for loc in self.active_of}
         order = sorted(per_location, key=per_location.__getitem__)
         threshold = self.options.load_imbalance_threshold
         for source_loc in reversed(order):
@@ -333,8 +350,11 @@ class _Model:
                 )
                 if narrowed >= gap:
                     continue
-                if self._move_key_between(key, source_loc, target_loc):
-                    return True
+                # Of several keys, the one whose own loads differ most between the two goes first.
+                ranked = sorted(keys, key=lambda k: (self._key_load(k, target_loc) - self._key_load(k, source_loc), k))
+                for key in ranked:
+                    if self._move_key_between(key, source_loc, target_loc):
+                        return True
         return False
 
     def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:

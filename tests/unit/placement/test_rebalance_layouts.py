@@ -171,3 +171,31 @@ def test_an_even_replication_factor_over_three_locations_may_hold_half_in_one() 
     cluster = ClusterInfo(tserver_map, tablets)
     assert violations(cluster) == []
     assert [m for m in plan_moves(cluster, random.Random(1)).moves if m.phase == "policy"] == []
+
+
+def test_range_mode_fills_a_new_empty_location_though_no_single_range_exceeds_the_threshold() -> None:
+    # Three locations of three servers hold 2 tables x 4 ranges x 3 tablets, one replica per
+    # location; a fourth location of three servers is empty.  Each range's load differs by
+    # exactly 1.0 (the threshold) between the old locations and the new one, so ranges alone
+    # never move; each table as a whole does (3 x 8 = 24 replicas per location, 2 per server).
+    tserver_map = servers([3, 3, 3, 3])
+    tablets = [
+        TabletInfo(f"{t}-{r}-{b}", t, bytes([r]), 3, tuple(f"L{loc}-{b}" for loc in range(3)))
+        for t in ("ta", "tb")
+        for r in range(4)
+        for b in range(3)
+    ]
+    cluster = ClusterInfo(tserver_map, tablets)
+    plan = plan_moves(cluster, random.Random(1), RebalanceOptions(enable_range_rebalancing=True))
+    across = [m for m in plan.moves if m.phase == "cross-location"]
+    assert across
+    assert all(location(m.to_uuid) == "/L3" for m in across)
+    after = replay_checking_each_move(cluster, plan.moves)
+    for table in ("ta", "tb"):
+        # Each table's load per server now differs by at most the threshold between locations.
+        loads = Counter(location(u) for t in after.tablets if t.table_id == table for u in t.replicas)
+        assert len(loads) == 4
+        assert (max(loads.values()) - min(loads.values())) / 3 <= 1.0, loads
+    for loc in range(4):
+        assert skew_within(after, f"/L{loc}") <= 1
+    assert plan_moves(after, random.Random(2), RebalanceOptions(enable_range_rebalancing=True)).moves == []
