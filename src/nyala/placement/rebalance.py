@@ -19,7 +19,8 @@ and seed 000:
    exists between a pair, the next pair is tried.  In range mode each table is then balanced
    as a whole the same way (moving replicas of the ranges whose loads differ most first):
    a range of a few tablets never differs by more than the threshold, which left a new, empty
-   location empty where Kudu's range mode stops too.
+   location empty where Kudu's range mode stops too.  Last, all keys are balanced together,
+   so that keys each within the threshold do not add up to a wide gap between locations.
 3. **Within each location**, as if it were a cluster of its own (Kudu's two-dimensional
    greedy): first each key's skew (max - min replicas per server) down to 1, moving from the
    server holding most of the key to the one holding least (ties: by total load); then the
@@ -165,6 +166,7 @@ class _Model:
         self.members: dict[str, set[str]] = {}
         self.key_of: dict[str, tuple[str, bytes]] = {}
         self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
+        self.per_table: dict[tuple[str, str], int] = defaultdict(int)  # (table, server) -> replicas
         self.by_key: dict[tuple[str, bytes], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for tablet in cluster.tablets:
             self._add_tablet(tablet)
@@ -183,6 +185,7 @@ class _Model:
         self.members[tablet.tablet_id] = set(tablet.replicas)
         for uuid in tablet.replicas:
             self.total[uuid] += 1
+            self.per_table[(tablet.table_id, uuid)] += 1
             self.by_key[key][uuid].add(tablet.tablet_id)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -197,6 +200,9 @@ class _Model:
         members.add(target)
         self.total[source] -= 1
         self.total[target] += 1
+        table_id = key[0]
+        self.per_table[(table_id, source)] -= 1
+        self.per_table[(table_id, target)] += 1
         self.by_key[key][source].discard(tablet_id)
         self.by_key[key][target].add(tablet_id)
         self.moves.append(Move(tablet_id, source, target, phase))
@@ -230,13 +236,15 @@ class _Model:
         return len(self.by_key[key].get(uuid, ()))
 
     def best_target(self, tablet_id: str, location: str) -> str | None:
-        """The server of ``location`` with the fewest replicas of the tablet's key, then in total."""
+        """The server of ``location`` with the fewest replicas of the tablet's key, then of its
+        table, then in total (the placement's ranking)."""
         key = self.key_of[tablet_id]
         members = self.members[tablet_id]
         candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
         if not candidates:
             return None
-        return self._lowest(candidates, lambda u: (self.key_count(key, u), self.total[u]))
+        per_table = self.per_table
+        return self._lowest(candidates, lambda u: (self.key_count(key, u), per_table[(key[0], u)], self.total[u]))
 
     def _lowest(self, uuids: Sequence[str], rank: Callable[[str], Any]) -> str:
         ranked = [(rank(u), u) for u in uuids]
@@ -327,6 +335,12 @@ class _Model:
             for keys in keys_of.values():
                 while self._one_cross_location_move(*keys):
                     pass
+        # Every key within the threshold can still add up to a wide gap between locations (20
+        # tables each one replica per server apart is 20 per server): balance all keys together
+        # too, taking from the keys most in favour of the source.
+        everything = sorted(self.by_key)
+        while self._one_cross_location_move(*everything):
+            pass
 
     def _key_load(self, key: tuple[str, bytes], location: str) -> float:
         uuids = self.active_of[location]
@@ -358,7 +372,11 @@ class _Model:
         return False
 
     def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:
-        sources = sorted(self.active_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
+        per_table = self.per_table
+        sources = sorted(
+            self.active_of[source_loc],
+            key=lambda u: (-self.key_count(key, u), -per_table[(key[0], u)], -self.total[u], u),
+        )
         for source in sources:
             for tablet_id in sorted(self.by_key[key].get(source, ())):
                 counts = self.counts_per_location(tablet_id)
@@ -408,9 +426,18 @@ class _Model:
         return False
 
     def _move_total(self, source: str, target: str) -> bool:
-        """Move a replica of a key the source holds more of than the target, the widest gap first."""
+        """Move a replica of a key the source holds more of than the target, the widest gap first.
+
+        Among keys with the same gap, the one whose table the source holds most more of than the
+        target goes first: in range mode that keeps each table's skew down too, where taking the
+        ranges in name order would fill a new server with the first tables only.
+        """
         keys = [k for k in self.by_key if self.key_count(k, source) > self.key_count(k, target)]
-        keys.sort(key=lambda k: (self.key_count(k, target) - self.key_count(k, source), k))
+        table_gap: dict[str, int] = defaultdict(int)
+        if self.options.enable_range_rebalancing:
+            for k in self.by_key:
+                table_gap[k[0]] += self.key_count(k, target) - self.key_count(k, source)
+        keys.sort(key=lambda k: (self.key_count(k, target) - self.key_count(k, source), table_gap[k[0]], k))
         for key in keys:
             tablet_id = self._movable(key, source, target)
             if tablet_id is not None:
