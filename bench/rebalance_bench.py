@@ -100,6 +100,15 @@ class Layout:
     optimum: float | None = None  # location skew at the water-filling optimum
 
 
+def optimum_of(cluster: ClusterInfo) -> float | None:
+    """The water-filling optimum of the location skew (placement.md section 5), one RF only."""
+    factors = {t.replication_factor for t in cluster.tablets}
+    if len(factors) != 1:
+        return None
+    sizes = Counter(loc for u, loc in cluster.tservers.items() if u not in cluster.draining)
+    return water_fill_skew(tuple(sizes.values()), factors.pop(), len(cluster.tablets))
+
+
 def layouts(quick: bool) -> list[Layout]:
     out = []
     for name, cluster, options, bound in rebalance_scenarios(quick):
@@ -107,7 +116,7 @@ def layouts(quick: bool) -> list[Layout]:
             continue
         if bound is None and name.startswith("R6"):
             bound = sum(1 for t in cluster.tablets for u in t.replicas if u in cluster.draining)
-        out.append(Layout(name, cluster, options, bound))
+        out.append(Layout(name, cluster, options, bound, optimum_of(cluster)))
     # R8: (100,2,2), one replica per location, piled onto five servers of the big location.
     rng = random.Random(8)
     sizes = (100, 2, 2)
