@@ -167,6 +167,7 @@ class _Model:
         self.key_of: dict[str, tuple[str, bytes]] = {}
         self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
         self.per_table: dict[tuple[str, str], int] = defaultdict(int)  # (table, server) -> replicas
+        self.leaders: dict[str, int] = defaultdict(int)  # server -> leader replicas it holds
         self.by_key: dict[tuple[str, bytes], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for tablet in cluster.tablets:
             self._add_tablet(tablet)
@@ -187,6 +188,8 @@ class _Model:
             self.total[uuid] += 1
             self.per_table[(tablet.table_id, uuid)] += 1
             self.by_key[key][uuid].add(tablet.tablet_id)
+        if tablet.leader is not None and tablet.leader in tablet.replicas:
+            self.leaders[tablet.leader] += 1
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -203,6 +206,8 @@ class _Model:
         table_id = key[0]
         self.per_table[(table_id, source)] -= 1
         self.per_table[(table_id, target)] += 1
+        if self.tablets[tablet_id].leader == source and self.leaders[source] > 0:
+            self.leaders[source] -= 1  # the leader's replica moved: where the new one lands is unknown
         self.by_key[key][source].discard(tablet_id)
         self.by_key[key][target].add(tablet_id)
         self.moves.append(Move(tablet_id, source, target, phase))
@@ -237,14 +242,19 @@ class _Model:
 
     def best_target(self, tablet_id: str, location: str) -> str | None:
         """The server of ``location`` with the fewest replicas of the tablet's key, then of its
-        table, then in total (the placement's ranking)."""
+        table, then in total (the placement's ranking), then the fewest leaders: a leader's
+        replica is the last the policy fixer moves, so a server holding one is the one most
+        likely to stay loaded."""
         key = self.key_of[tablet_id]
         members = self.members[tablet_id]
         candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
         if not candidates:
             return None
         per_table = self.per_table
-        return self._lowest(candidates, lambda u: (self.key_count(key, u), per_table[(key[0], u)], self.total[u]))
+        leaders = self.leaders
+        return self._lowest(
+            candidates, lambda u: (self.key_count(key, u), per_table[(key[0], u)], self.total[u], leaders[u])
+        )
 
     def _lowest(self, uuids: Sequence[str], rank: Callable[[str], Any]) -> str:
         ranked = [(rank(u), u) for u in uuids]
