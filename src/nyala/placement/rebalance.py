@@ -343,21 +343,42 @@ class _Model:
             for key in sorted(self.by_key):
                 keys_of[key[0]].append(key)
             for keys in keys_of.values():
-                while self._one_cross_location_move(*keys):
+                while self._one_cross_location_move(*keys, guards=lambda k: [(k,)]):
                     pass
         # Every key within the threshold can still add up to a wide gap between locations (20
         # tables each one replica per server apart is 20 per server): balance all keys together
         # too, taking from the keys most in favour of the source.
+        tables: dict[str, tuple[tuple[str, bytes], ...]] = defaultdict(tuple)
+        for key in sorted(self.by_key):
+            tables[key[0]] += (key,)
         everything = sorted(self.by_key)
-        while self._one_cross_location_move(*everything):
+        while self._one_cross_location_move(*everything, guards=lambda k: [(k,), tables[k[0]]]):
             pass
+
+    def _spread(self, keys: Sequence[tuple[str, bytes]], moved: tuple[str, str] | None = None) -> float:
+        """Highest minus lowest per-server load of ``keys`` among locations, after moving one
+        replica from ``moved[0]`` to ``moved[1]`` when given."""
+        loads = {loc: sum(self._key_load(key, loc) for key in keys) for loc in self.active_of}
+        if moved is not None:
+            loads[moved[0]] -= 1 / len(self.active_of[moved[0]])
+            loads[moved[1]] += 1 / len(self.active_of[moved[1]])
+        return max(loads.values()) - min(loads.values())
 
     def _key_load(self, key: tuple[str, bytes], location: str) -> float:
         uuids = self.active_of[location]
         return sum(self.key_count(key, u) for u in uuids) / len(uuids)
 
-    def _one_cross_location_move(self, *keys: tuple[str, bytes]) -> bool:
-        """One move that narrows the gap between two locations' load of ``keys`` taken together."""
+    def _one_cross_location_move(
+        self,
+        *keys: tuple[str, bytes],
+        guards: Callable[[tuple[str, bytes]], Sequence[Sequence[tuple[str, bytes]]]] | None = None,
+    ) -> bool:
+        """One move that narrows the gap between two locations' load of ``keys`` taken together.
+
+        With ``guards``, a replica of key ``k`` moves only if no group of ``guards(k)`` (the key
+        itself, its table) then spreads beyond the threshold, or beyond its spread before: the
+        narrower balancing done first stays done, so planning again finds nothing.
+        """
         per_location = {loc: sum(self._key_load(key, loc) for key in keys) for loc in self.active_of}
         order = sorted(per_location, key=per_location.__getitem__)
         threshold = self.options.load_imbalance_threshold
@@ -377,6 +398,11 @@ class _Model:
                 # Of several keys, the one whose own loads differ most between the two goes first.
                 ranked = sorted(keys, key=lambda k: (self._key_load(k, target_loc) - self._key_load(k, source_loc), k))
                 for key in ranked:
+                    if guards is not None and any(
+                        self._spread(group, (source_loc, target_loc)) > max(threshold, self._spread(group))
+                        for group in guards(key)
+                    ):
+                        continue
                     if self._move_key_between(key, source_loc, target_loc):
                         return True
         return False
