@@ -51,6 +51,7 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/wal_bench.py
 	$(PY) bench/storage_bench.py
 	$(PY) bench/placement_bench.py
+	$(PY) bench/rebalance_bench.py --real
 	$(PY) bench/cluster_write_bench.py
 	$(PY) bench/cluster_scan_bench.py
 	$(PY) bench/failover_bench.py

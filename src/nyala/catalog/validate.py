@@ -43,6 +43,13 @@ class CatalogOptions:
     max_num_replicas: int = setting(
         5, "Largest replication factor a table may have (Kudu allows 7; Nyala supports 1, 3 and 5)."
     )
+    allow_unsafe_replication_factor: bool = setting(
+        False,
+        "Allow even replication factors (2, 4).  An even factor tolerates no more failures than the odd "
+        "factor below it, but RF 4 split evenly over two locations keeps every committed write in both, "
+        "so the loss of one location loses no data (it does lose availability); Kudu's flag.",
+        "unsafe",
+    )
     max_create_tablets_per_ts: int = setting(
         60,
         "Largest number of tablet replicas one CreateTable (or one AlterTable adding ranges) may create "
@@ -50,8 +57,16 @@ class CatalogOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.max_num_replicas < 1 or self.max_num_replicas % 2 == 0:
-            raise InvalidArgument(f"max_num_replicas must be odd and positive, got {self.max_num_replicas}")
+        if self.max_num_replicas < 1 or (self.max_num_replicas % 2 == 0 and not self.allow_unsafe_replication_factor):
+            raise InvalidArgument(
+                f"max_num_replicas must be odd and positive, got {self.max_num_replicas} "
+                "(even values need allow_unsafe_replication_factor)"
+            )
+        if self.default_num_replicas % 2 == 0 and not self.allow_unsafe_replication_factor:
+            raise InvalidArgument(
+                f"default_num_replicas {self.default_num_replicas} is even; even replication factors need "
+                "--allow-unsafe-replication-factor"
+            )
         if self.default_num_replicas < 1 or self.default_num_replicas > self.max_num_replicas:
             raise InvalidArgument(
                 f"default_num_replicas must be between 1 and max_num_replicas ({self.max_num_replicas}), "
@@ -84,12 +99,14 @@ def check_table_name(name: str) -> None:
 
 
 def check_num_replicas(num_replicas: int, live_tservers: int, options: CatalogOptions) -> None:
-    """Odd, within the limit, and no more than the live tablet servers (Kudu's wording)."""
+    """Odd (even only with ``allow_unsafe_replication_factor``), within the limit, and no more than
+    the live tablet servers (Kudu's wording)."""
     if num_replicas < 1:
         raise InvalidArgument(f"illegal replication factor {num_replicas}: it must be at least 1")
-    if num_replicas % 2 == 0:
+    if num_replicas % 2 == 0 and not options.allow_unsafe_replication_factor:
         raise InvalidArgument(
-            f"illegal replication factor {num_replicas}: the replication factor must be odd (1, 3 or 5)"
+            f"illegal replication factor {num_replicas}: the replication factor must be odd (1, 3 or 5); "
+            "even factors need the master's --allow-unsafe-replication-factor"
         )
     if num_replicas > options.max_num_replicas:
         raise InvalidArgument(f"illegal replication factor {num_replicas}: the maximum is {options.max_num_replicas}")

@@ -194,7 +194,7 @@ class AsyncClient:
         table_schema = _table_schema(schema, primary_key)
         partitioner = _partitioner(table_schema, partitioning)
         if not isinstance(num_replicas, int) or num_replicas < 1:
-            raise InvalidArgument(f"num_replicas must be a positive odd number (1, 3 or 5), got {num_replicas!r}")
+            raise InvalidArgument(f"num_replicas must be a positive number (1, 3 or 5), got {num_replicas!r}")
         request = mpb.CreateTableRequestPB(
             name=name,
             schema=table_schema.to_json(),

@@ -21,7 +21,7 @@ from nyala.master.leader import LeaderView
 from nyala.master.peers import MasterPeers
 from nyala.master.replicas import ReplicaReport
 from nyala.master.ts_manager import TSDescriptor, TSManager
-from nyala.placement import Verdict, check_constraint, check_placement
+from nyala.placement import Verdict, check_constraint, check_tablet
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
@@ -262,20 +262,21 @@ class MasterPages:
             entry[0] += 1
             entry[1] += ts.is_live(d)
             entry[2] += counts.get(d.uuid, 0)
-        servers_per_location = {loc: n[0] for loc, n in per_location.items()}
+        # The same rule as ksck's (nyala.placement.check_tablet): only live servers count.
+        placement_of = {d.uuid: (location_of[d.uuid], ts.is_live(d)) for d in servers}
+        live_per_location = {loc: n[1] for loc, n in per_location.items() if n[1]}
         violations: list[list[Cell]] = []
-        if len(servers_per_location) > 1:
+        if len(per_location) > 1:
             for table in view.catalog.live_tables():
                 for tablet in view.catalog.tablets_of(table.table_id):
                     constraint = table.placement.for_range(tablet.partition.range)
                     if constraint.strict:  # judged by the table's own policy (docs/placement.md)
                         where = [location_of[u] for u in tablet.replicas if u in location_of]
-                        own = check_constraint(constraint, table.num_replicas, where, servers_per_location)
+                        own = check_constraint(constraint, table.num_replicas, where, live_per_location)
                         if own.outside or not own.policy.met:
                             violations.append([table.name, tablet.tablet_id, own.explain(constraint)])
                         continue
-                    placed = Counter(location_of[u] for u in tablet.replicas if u in location_of)
-                    check = check_placement(table.num_replicas, placed, servers_per_location)
+                    check = check_tablet(table.num_replicas, tablet.replicas, placement_of)
                     if check.verdict is not Verdict.MET:
                         violations.append([table.name, tablet.tablet_id, check.explain()])
         rows: list[list[Cell]] = [[loc, n[0], n[1], n[2], round(n[2] / n[0], 1) if n[0] else 0.0]

@@ -4,8 +4,9 @@ How it works, in order of a request's path:
 
 - :mod:`~nyala.placement.location` validates location labels (``/dc1/rack1``).
 - :mod:`~nyala.placement.policy` is the placement policy: with more than two locations no
-  location holds a majority of a tablet's replicas, with two at most ``floor(r/2) + 1``; it
-  checks a layout and names the per-location counts of a violation.
+  location holds a majority of a tablet's replicas, with two at most ``floor(r/2) + 1`` (half
+  for an even ``r``); it checks a layout and names the per-location counts of a violation.  It
+  also decides, once for every caller, which locations count: those with a live server.
 - :class:`~nyala.placement.state.ClusterState` is the master's view: tablet servers with their
   location and liveness, and their replicas counted in total, per table and per range, each
   as reported plus pending-and-decaying (:mod:`~nyala.placement.decay`).  The master updates
@@ -40,7 +41,15 @@ from nyala.placement.constraint import ConstraintCheck, PlacementConstraint, che
 from nyala.placement.location import common_prefix_depth, location_components, validate_location
 from nyala.placement.options import PlacementOptions
 from nyala.placement.placer import PlacementResult, place_new_tablet, place_replacement
-from nyala.placement.policy import PolicyCheck, Verdict, check_placement, location_limit, policy_satisfiable
+from nyala.placement.policy import (
+    PolicyCheck,
+    Verdict,
+    check_placement,
+    check_tablet,
+    location_limit,
+    policy_locations,
+    policy_satisfiable,
+)
 from nyala.placement.rebalance import ClusterInfo, Move, Plan, RebalanceOptions, TabletInfo, plan_moves
 from nyala.placement.selection import select_moves
 from nyala.placement.state import ClusterState, TServerInfo
@@ -61,12 +70,14 @@ __all__ = [
     "Verdict",
     "check_constraint",
     "check_placement",
+    "check_tablet",
     "common_prefix_depth",
     "location_components",
     "location_limit",
     "place_new_tablet",
     "place_replacement",
     "plan_moves",
+    "policy_locations",
     "policy_satisfiable",
     "select_moves",
     "validate_location",

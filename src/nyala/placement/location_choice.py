@@ -48,8 +48,10 @@ def choose_locations_scan(
 ) -> list[str]:
     """A location per replica, ranking every location (``taken``: excluded live servers per location)."""
     locations = state.locations
-    limit = location_limit(replication_factor, len(locations))
-    spread = spread_target(replication_factor, len(locations))
+    # Only locations with a live server count for the policy (nyala.placement.policy).
+    num_locations = len(state.live_servers_per_location())
+    limit = location_limit(replication_factor, num_locations)
+    spread = spread_target(replication_factor, num_locations)
     weight = state.clock.weight if with_pending else 1
     draw = state.rng.getrandbits
     # Candidates ranked (over the limit, over the spread target, load, random tie-breaker),
@@ -103,14 +105,21 @@ def choose_locations_indexed(
     """The same choice as :func:`choose_locations_scan` with pending replicas counted, from the heap."""
     locations = state.locations
     weight = state.clock.weight
-    limit = location_limit(replication_factor, len(locations))
-    spread = spread_target(replication_factor, len(locations))
+    # Only locations with a live server count for the policy (nyala.placement.policy).
+    num_locations = len(state.live_servers_per_location())
+    limit = location_limit(replication_factor, num_locations)
+    spread = spread_target(replication_factor, num_locations)
+    heap = _location_heap(state)
+    if spread == 1 and not counts and not taken and count <= len(heap):
+        # A new tablet whose replicas each want a location of their own (RF 3 over three or more
+        # locations, the common case): a location that took one is outranked by every untouched
+        # one, so the choice is simply the ``count`` least loaded locations.
+        return _least_loaded(state, heap, count)
     untouched_tiers = (limit <= 0, False)  # a location holding nothing of the tablet yet
     # Touched locations: name -> [replicas of this tablet there, assigned now, free servers left].
     touched: dict[str, list[int]] = {}
     for name in (*counts, *taken):
         touched[name] = [counts.get(name, 0), 0, len(locations[name].live_sids) - taken.get(name, 0)]
-    heap = _location_heap(state)
     popped: list[tuple[float, int, str]] = []  # taken off the heap for this tablet, put back at the end
     picked: list[str] = []
     for _ in range(count):
@@ -139,6 +148,31 @@ def choose_locations_indexed(
         picked.append(best_name)
     for kept in popped:
         heappush(heap, kept)  # its load only grew since: still a valid lower bound
+    return picked
+
+
+def _least_loaded(state: ClusterState, heap: list[tuple[float, int, str]], count: int) -> list[str]:
+    """The ``count`` least loaded locations of the heap, refreshing out-of-date entries on the way."""
+    locations = state.locations
+    weight = state.clock.weight
+    draw = state.rng.getrandbits
+    picked: list[str] = []
+    while len(picked) < count:
+        load, _, name = heap[0]
+        loc = locations[name]
+        current = (loc.reported * weight + loc.pending) / (len(loc.live_sids) * weight)
+        if current == load:
+            heappop(heap)
+            picked.append(name)
+        else:
+            heapreplace(heap, (current, draw(32), name))
+    for name in picked:
+        # Put it back with the load it has once the caller records the replica on one of its
+        # live servers (pending at the current weight): exactly what the next look computes,
+        # so it is not refreshed again, and a lower bound whatever else is added later.
+        loc = locations[name]
+        after = (loc.reported * weight + loc.pending + weight) / (len(loc.live_sids) * weight)
+        heappush(heap, (after, draw(32), name))
     return picked
 
 

@@ -4,31 +4,51 @@ Seed 000 fixes one policy for the whole cluster (not configurable):
 
 - with more than two locations, no location holds a majority of a tablet's replicas, so a
   location holds at most ``floor(r / 2)``;
-- with exactly two locations, a location holds at most ``floor(r / 2) + 1``;
+- with exactly two locations, a location holds at most ``floor(r / 2) + 1`` for odd ``r``, and
+  exactly half for even ``r`` (seed 000's "location-aware durability": an even replication
+  factor split evenly over two locations keeps every committed write, which a majority of the
+  replicas holds, in both locations, so losing one location loses no data; it does lose
+  availability, since the half that is left is not a majority);
 - with one location (or none) there is nothing to spread over and any layout complies.
 
-"Locations" are those that have at least one registered tablet server.  The policy is best
-effort: placement still succeeds when it cannot be met and says so.  Whether it *can* be met
+**Which locations count** (decided once, here, and used by the master, ksck, the web pages and
+the rebalancer alike; Kudu's rule): a location counts only while it has at least one *live*
+tablet server, its size is its number of live servers, and a replica counts toward its
+location only while its server is live.  During the outage of a whole location the policy is
+therefore judged over the locations that are left: a tablet re-replicated best effort into
+them complies, and once the location is back (its servers live again) the same layout is a
+violation that the policy fixer repairs.  :func:`policy_locations` and :func:`check_tablet`
+apply the rule; :func:`check_placement` is the check on counts they feed.
+
+The policy is best effort: placement still succeeds when it cannot be met and says so.  Whether it *can* be met
 depends on the cluster: a location can hold no more replicas of a tablet than it has servers,
 so the policy is satisfiable only if ``sum over locations of min(limit, servers)`` reaches
 ``r``.  Replication factor 1 over three or more locations is never satisfiable (the single
 replica is a majority); Nyala reports that as UNSATISFIABLE rather than as a fixable violation,
 which is what Kudu's rebalancer calls "unfixable".
 
-Kudu's rebalancer uses a stricter rule for even ``r`` (``r / 2`` replicas in one location already
-count as a violation).  Nyala keeps the seed's rule everywhere; the benchmark reports Kudu's
-rule beside it.
+Kudu's rebalancer uses a stricter rule for even ``r`` with more than two locations (``r / 2``
+replicas in one location already count as a violation).  Nyala keeps the seed's rule (no
+majority) there; the benchmark reports Kudu's rule beside it.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from nyala.errors import InvalidArgument
 
-__all__ = ["PolicyCheck", "Verdict", "check_placement", "location_limit", "policy_satisfiable"]
+__all__ = [
+    "PolicyCheck",
+    "Verdict",
+    "check_placement",
+    "check_tablet",
+    "location_limit",
+    "policy_locations",
+    "policy_satisfiable",
+]
 
 
 class Verdict(enum.Enum):
@@ -46,6 +66,8 @@ def location_limit(replication_factor: int, num_locations: int) -> int:
     if num_locations <= 1:
         return replication_factor
     if num_locations == 2:
+        if replication_factor % 2 == 0:
+            return replication_factor // 2  # an even split: durable through the loss of either location
         return min(replication_factor, replication_factor // 2 + 1)
     return replication_factor // 2
 
@@ -80,7 +102,7 @@ class PolicyCheck(NamedTuple):
             "any layout complies with a single location"
             if self.num_locations <= 1
             else f"at most {self.limit} of {self.replication_factor} replicas per location "
-            f"with {self.num_locations} locations"
+            f"with {self.num_locations} locations that have a live tablet server"
         )
         if self.verdict is Verdict.MET:
             return f"placement policy met ({counts}; {rule})"
@@ -100,8 +122,10 @@ def check_placement(
 ) -> PolicyCheck:
     """Check a tablet whose replicas sit ``replicas_per_location``; the cluster is ``servers_per_location``.
 
-    ``servers_per_location`` lists every location with at least one registered tablet server and
-    how many servers it has; locations holding replicas but absent from it are refused.
+    ``servers_per_location`` lists every location the policy counts and how many servers it has
+    (:func:`policy_locations` builds it from the tablet servers' liveness); locations holding
+    replicas but absent from it are refused.  Callers that start from tablet servers should use
+    :func:`check_tablet`, which applies the rule of which locations count.
     """
     for location in replicas_per_location:
         if location not in servers_per_location:
@@ -117,3 +141,35 @@ def check_placement(
     else:
         verdict = Verdict.UNSATISFIABLE
     return PolicyCheck(verdict, replication_factor, num_locations, limit, counts)
+
+
+def policy_locations(tservers: Iterable[tuple[str, bool]]) -> dict[str, int]:
+    """The locations the policy counts and their sizes, from each tablet server's (location, live).
+
+    A location counts only while it has a live tablet server, and its size is its number of live
+    servers (Kudu's rule: a location with no live tablet server is not a location for the policy).
+    """
+    sizes: dict[str, int] = {}
+    for location, live in tservers:
+        if live:
+            sizes[location] = sizes.get(location, 0) + 1
+    return sizes
+
+
+def check_tablet(
+    replication_factor: int, replicas: Iterable[str], tservers: Mapping[str, tuple[str, bool]]
+) -> PolicyCheck:
+    """The policy verdict on a tablet whose replicas are on ``replicas`` (tablet server uuids).
+
+    ``tservers`` maps every registered tablet server's uuid to its (location, live).  Only
+    replicas on live servers count, in the locations :func:`policy_locations` counts; replicas
+    on unknown or dead servers are left out (the tablet is under-replicated, which is reported
+    apart; the policy is about where the replicas that serve it are).
+    """
+    sizes = policy_locations(tservers.values())
+    counts: dict[str, int] = {}
+    for uuid in replicas:
+        where = tservers.get(uuid)
+        if where is not None and where[1]:
+            counts[where[0]] = counts.get(where[0], 0) + 1
+    return check_placement(replication_factor, counts, sizes)

@@ -31,7 +31,10 @@ server into them as it joins a context; this module builds them and searches the
 Keys are scaled integer loads (:mod:`nyala.placement.decay`) that only grow while the
 generation number stays the same, so a stored key is a lower bound of the server's current
 key: when the top entry is out of date it is replaced by the current key and the search goes
-on, and when it is up to date it is the true minimum.  A change that can lower a key bumps the
+on, and when it is up to date it is the true minimum.  The server chosen is about to get a
+pending replica (the placer records it at once), so its entry is replaced right away by the
+key it will then have (:func:`~nyala.placement.state.key_growth`) instead of being refreshed
+by the next search.  A change that can lower a key bumps the
 generation and the heap is rebuilt (heapified, O(n)) on its next use; so is a heap built
 before the decay weight last changed, since nearly every key moved.
 """
@@ -42,7 +45,16 @@ from collections.abc import Container, Iterable
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Final
 
-from nyala.placement.state import KEY_SHIFT, SID_MASK, ClusterState, Context, Location, context_key
+from nyala.placement.state import (
+    KEY_SHIFT,
+    SID_MASK,
+    ClusterState,
+    Context,
+    Location,
+    context_entries,
+    context_key,
+    key_growth,
+)
 
 __all__ = ["OUTSIDE_HEAPS_CACHED", "SKIP_BUDGET", "choose_server", "live_members"]
 
@@ -60,11 +72,19 @@ _UNLIMITED: Final = 1 << 62
 
 
 def choose_server(state: ClusterState, loc: Location, tctx: Context, rctx: Context, excluded: set[int]) -> int | None:
-    """The lowest-ranked live server of ``loc`` not in ``excluded``, or None when there is none."""
+    """The lowest-ranked live server of ``loc`` not in ``excluded``, or None when there is none.
+
+    The caller records one pending replica of the range on the server returned, at once and at
+    the current weight (as :func:`nyala.placement.placer.place_new_tablet` does): the heap it
+    was found in already holds the key it has after that (see the module's docstring).
+    """
     table_members = tctx.stats
     heap = loc.heap
     weight = state.clock.weight
-    if heap and loc.heap_gen == state.gen and loc.heap_weight == weight:
+    live_sids = loc.live_sids
+    # The fast path is pointless once the table has a replica on (about) every server of the
+    # location, as it soon does for a table of many tablets: skip its heap upkeep then.
+    if heap and loc.heap_gen == state.gen and loc.heap_weight == weight and len(table_members) < len(live_sids):
         # Fast path: the least-loaded server of the location is eligible and holds nothing of the
         # table, so case 1 applies and nobody outside the table is less loaded.
         servers = state.servers
@@ -78,8 +98,8 @@ def choose_server(state: ClusterState, loc: Location, tctx: Context, rctx: Conte
                 break
             heapreplace(heap, current << KEY_SHIFT | state.rng.getrandbits(32) << 32 | sid)
         if sid not in excluded and sid not in table_members:
+            heapreplace(heap, (current + weight) << KEY_SHIFT | state.rng.getrandbits(32) << 32 | sid)
             return sid
-    live_sids = loc.live_sids
     in_table = tctx.live_members if tctx.count_gen == state.gen else live_members(state, tctx)
     outside = len(live_sids) - in_table
     for sid in excluded:
@@ -136,9 +156,13 @@ def _pick(
     draw = state.rng.getrandbits
     held: list[int] = []
     chosen: int | _OverBudget | None = None
+    grow = key_growth(key_ctx, weight)
     while heap:
         entry = heap[0]
         sid = entry & SID_MASK
+        if sid in discard:  # joined the context since: gone for good, whatever its key
+            heappop(heap)
+            continue
         if key_ctx is None:
             server = servers[sid]
             assert server is not None
@@ -147,8 +171,6 @@ def _pick(
             current = context_key(state, key_ctx, sid)
         if current != entry >> KEY_SHIFT:
             heapreplace(heap, current << KEY_SHIFT | draw(32) << 32 | sid)
-        elif sid in discard:
-            heappop(heap)
         elif sid in skip or sid in excluded:
             held.append(heappop(heap))
             if len(held) > budget:
@@ -156,6 +178,9 @@ def _pick(
                 break
         else:
             chosen = sid
+            # The caller records a replica on it now: store the key it will have, so the next
+            # search finds its entry current instead of refreshing it (still a lower bound).
+            heapreplace(heap, (current + grow) << KEY_SHIFT | draw(32) << 32 | sid)
             break
     for kept in held:
         heappush(heap, kept)
@@ -188,16 +213,19 @@ def _context_heap(state: ClusterState, ctx: Context) -> list[int]:
 
 def _entries(state: ClusterState, key_ctx: Context | None, sids: Iterable[int]) -> list[int]:
     """A heap of the live servers among ``sids``, keyed by total load or by ``key_ctx``'s key."""
+    if key_ctx is not None:
+        heap = context_entries(state, key_ctx, sids)
+        heapify(heap)
+        return heap
     servers = state.servers
     weight = state.clock.weight
     draw = state.rng.getrandbits
-    heap: list[int] = []
+    heap = []
     for sid in sids:
         server = servers[sid]
         if server is None or not server.live:
             continue
-        key = server.reported * weight + server.pending if key_ctx is None else context_key(state, key_ctx, sid)
-        heap.append(key << KEY_SHIFT | draw(32) << 32 | sid)
+        heap.append((server.reported * weight + server.pending) << KEY_SHIFT | draw(32) << 32 | sid)
     heapify(heap)
     return heap
 

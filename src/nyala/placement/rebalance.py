@@ -16,7 +16,11 @@ and seed 000:
    load of a location is replicas / servers; while the most and the least loaded differ by
    more than ``load_imbalance_threshold`` (Kudu's 1.0), move a replica from the first to the
    second, if that keeps its tablet within the policy and narrows the gap.  When no such move
-   exists between a pair, the next pair is tried.
+   exists between a pair, the next pair is tried.  In range mode each table is then balanced
+   as a whole the same way (moving replicas of the ranges whose loads differ most first):
+   a range of a few tablets never differs by more than the threshold, which left a new, empty
+   location empty where Kudu's range mode stops too.  Last, all keys are balanced together,
+   so that keys each within the threshold do not add up to a wide gap between locations.
 3. **Within each location**, as if it were a cluster of its own (Kudu's two-dimensional
    greedy): first each key's skew (max - min replicas per server) down to 1, moving from the
    server holding most of the key to the one holding least (ties: by total load); then the
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nyala.common.config import setting
@@ -185,6 +189,8 @@ class _Model:
         self.members: dict[str, set[str]] = {}
         self.key_of: dict[str, tuple[str, bytes]] = {}
         self.total: dict[str, int] = dict.fromkeys(self.location_of, 0)
+        self.per_table: dict[tuple[str, str], int] = defaultdict(int)  # (table, server) -> replicas
+        self.leaders: dict[str, int] = defaultdict(int)  # server -> leader replicas it holds
         self.by_key: dict[tuple[str, bytes], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for tablet in cluster.tablets:
             self._add_tablet(tablet)
@@ -203,7 +209,10 @@ class _Model:
         self.members[tablet.tablet_id] = set(tablet.replicas)
         for uuid in tablet.replicas:
             self.total[uuid] += 1
+            self.per_table[(tablet.table_id, uuid)] += 1
             self.by_key[key][uuid].add(tablet.tablet_id)
+        if tablet.leader is not None and tablet.leader in tablet.replicas:
+            self.leaders[tablet.leader] += 1
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -217,6 +226,11 @@ class _Model:
         members.add(target)
         self.total[source] -= 1
         self.total[target] += 1
+        table_id = key[0]
+        self.per_table[(table_id, source)] -= 1
+        self.per_table[(table_id, target)] += 1
+        if self.tablets[tablet_id].leader == source and self.leaders[source] > 0:
+            self.leaders[source] -= 1  # the leader's replica moved: where the new one lands is unknown
         self.by_key[key][source].discard(tablet_id)
         self.by_key[key][target].add(tablet_id)
         self.moves.append(Move(tablet_id, source, target, phase))
@@ -310,7 +324,10 @@ class _Model:
         return len(self.by_key[key].get(uuid, ()))
 
     def best_target(self, tablet_id: str, location: str) -> str | None:
-        """The server of ``location`` with the fewest replicas of the tablet's key, then in total."""
+        """The server of ``location`` with the fewest replicas of the tablet's key, then of its
+        table, then in total (the placement's ranking), then the fewest leaders: a leader's
+        replica is the last the policy fixer moves, so a server holding one is the one most
+        likely to stay loaded."""
         key = self.key_of[tablet_id]
         members = self.members[tablet_id]
         if self.constraint_of and not self.allows(tablet_id, location):
@@ -318,7 +335,11 @@ class _Model:
         candidates = [u for u in self.servers_of[location] if u not in members and u not in self.draining]
         if not candidates:
             return None
-        return self._lowest(candidates, lambda u: (self.key_count(key, u), self.total[u]))
+        per_table = self.per_table
+        leaders = self.leaders
+        return self._lowest(
+            candidates, lambda u: (self.key_count(key, u), per_table[(key[0], u)], self.total[u], leaders[u])
+        )
 
     def _lowest(self, uuids: Sequence[str], rank: Callable[[str], Any]) -> str:
         ranked = [(rank(u), u) for u in uuids]
@@ -448,14 +469,57 @@ class _Model:
         for key in sorted(self.by_key):
             while self._one_cross_location_move(key):
                 pass
+        if self.options.enable_range_rebalancing:
+            # A range of a few tablets never differs by more than the threshold between
+            # locations (one replica moves its per-server load by 1 / servers), so balancing
+            # ranges alone leaves, e.g., a new empty location empty.  Balance each table as a
+            # whole too, moving replicas of the ranges whose loads differ most.
+            keys_of: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+            for key in sorted(self.by_key):
+                keys_of[key[0]].append(key)
+            for keys in keys_of.values():
+                while self._one_cross_location_move(*keys, guards=lambda k: [(k,)]):
+                    pass
+        # Every key within the threshold can still add up to a wide gap between locations (20
+        # tables each one replica per server apart is 20 per server): balance all keys together
+        # too, taking from the keys most in favour of the source.
+        tables: dict[str, tuple[tuple[str, bytes], ...]] = defaultdict(tuple)
+        for key in sorted(self.by_key):
+            tables[key[0]] += (key,)
+        everything = sorted(self.by_key)
+        while self._one_cross_location_move(*everything, guards=lambda k: [(k,), tables[k[0]]]):
+            pass
 
-    def _one_cross_location_move(self, key: tuple[str, bytes]) -> bool:
-        usable = self._usable_locations(key) if self.constraint_of else self.active_of
-        per_location = {
-            loc: sum(self.key_count(key, u) for u in uuids) / len(uuids)
-            for loc, uuids in self.active_of.items()
-            if loc in usable
-        }
+    def _spread(self, keys: Sequence[tuple[str, bytes]], moved: tuple[str, str] | None = None) -> float:
+        """Highest minus lowest per-server load of ``keys`` among locations, after moving one
+        replica from ``moved[0]`` to ``moved[1]`` when given."""
+        usable = self._usable_locations(*keys)
+        loads = {loc: sum(self._key_load(key, loc) for key in keys) for loc in self.active_of if loc in usable}
+        if moved is not None:
+            # A location outside the keys' policy holds none of them: the move cannot touch it.
+            if moved[0] in loads:
+                loads[moved[0]] -= 1 / len(self.active_of[moved[0]])
+            if moved[1] in loads:
+                loads[moved[1]] += 1 / len(self.active_of[moved[1]])
+        return max(loads.values()) - min(loads.values()) if loads else 0.0
+
+    def _key_load(self, key: tuple[str, bytes], location: str) -> float:
+        uuids = self.active_of[location]
+        return sum(self.key_count(key, u) for u in uuids) / len(uuids)
+
+    def _one_cross_location_move(
+        self,
+        *keys: tuple[str, bytes],
+        guards: Callable[[tuple[str, bytes]], Sequence[Sequence[tuple[str, bytes]]]] | None = None,
+    ) -> bool:
+        """One move that narrows the gap between two locations' load of ``keys`` taken together.
+
+        With ``guards``, a replica of key ``k`` moves only if no group of ``guards(k)`` (the key
+        itself, its table) then spreads beyond the threshold, or beyond its spread before: the
+        narrower balancing done first stays done, so planning again finds nothing.
+        """
+        usable = self._usable_locations(*keys)
+        per_location = {loc: sum(self._key_load(key, loc) for key in keys) for loc in self.active_of if loc in usable}
         order = sorted(per_location, key=per_location.__getitem__)
         threshold = self.options.load_imbalance_threshold
         for source_loc in reversed(order):
@@ -471,23 +535,38 @@ class _Model:
                 )
                 if narrowed >= gap:
                     continue
-                if self._move_key_between(key, source_loc, target_loc):
-                    return True
+                # Of several keys, the one whose own loads differ most between the two goes first.
+                ranked = sorted(keys, key=lambda k: (self._key_load(k, target_loc) - self._key_load(k, source_loc), k))
+                for key in ranked:
+                    if guards is not None and any(
+                        self._spread(group, (source_loc, target_loc)) > max(threshold, self._spread(group))
+                        for group in guards(key)
+                    ):
+                        continue
+                    if self._move_key_between(key, source_loc, target_loc):
+                        return True
         return False
 
-    def _usable_locations(self, key: tuple[str, bytes]) -> set[str]:
-        """The locations some tablet of ``key`` may use (all of them unless every tablet is constrained)."""
+    def _usable_locations(self, *keys: tuple[str, bytes]) -> Collection[str]:
+        """The locations some tablet of ``keys`` may use (all of them unless every tablet is constrained)."""
+        if not self.constraint_of:
+            return self.active_of
         constraints = set()
-        for tablet_ids in self.by_key[key].values():
-            for tablet_id in tablet_ids:
-                constraint = self.constraint_of.get(tablet_id)
-                if constraint is None:
-                    return set(self.active_of)
-                constraints.add(constraint)
+        for key in keys:
+            for tablet_ids in self.by_key[key].values():
+                for tablet_id in tablet_ids:
+                    constraint = self.constraint_of.get(tablet_id)
+                    if constraint is None:
+                        return self.active_of
+                    constraints.add(constraint)
         return {loc for loc in self.active_of if any(c.allows(loc) for c in constraints)}
 
     def _move_key_between(self, key: tuple[str, bytes], source_loc: str, target_loc: str) -> bool:
-        sources = sorted(self.active_of[source_loc], key=lambda u: (-self.key_count(key, u), -self.total[u], u))
+        per_table = self.per_table
+        sources = sorted(
+            self.active_of[source_loc],
+            key=lambda u: (-self.key_count(key, u), -per_table[(key[0], u)], -self.total[u], u),
+        )
         for source in sources:
             for tablet_id in sorted(self.by_key[key].get(source, ())):
                 if self.constrained and (
@@ -544,9 +623,18 @@ class _Model:
         return False
 
     def _move_total(self, source: str, target: str) -> bool:
-        """Move a replica of a key the source holds more of than the target, the widest gap first."""
+        """Move a replica of a key the source holds more of than the target, the widest gap first.
+
+        Among keys with the same gap, the one whose table the source holds most more of than the
+        target goes first: in range mode that keeps each table's skew down too, where taking the
+        ranges in name order would fill a new server with the first tables only.
+        """
         keys = [k for k in self.by_key if self.key_count(k, source) > self.key_count(k, target)]
-        keys.sort(key=lambda k: (self.key_count(k, target) - self.key_count(k, source), k))
+        table_gap: dict[str, int] = defaultdict(int)
+        if self.options.enable_range_rebalancing:
+            for k in self.by_key:
+                table_gap[k[0]] += self.key_count(k, target) - self.key_count(k, source)
+        keys.sort(key=lambda k: (self.key_count(k, target) - self.key_count(k, source), table_gap[k[0]], k))
         for key in keys:
             tablet_id = self._movable(key, source, target)
             if tablet_id is not None:

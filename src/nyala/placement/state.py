@@ -47,7 +47,9 @@ __all__ = [
     "ClusterState",
     "RangeKey",
     "TServerInfo",
+    "context_entries",
     "context_key",
+    "key_growth",
     "push_member",
 ]
 
@@ -412,9 +414,15 @@ class ClusterState:
         }
 
     def live_servers_per_location(self) -> dict[str, int]:
-        """Every location with a registered server and its number of live servers (do not mutate)."""
+        """The locations the policy counts, with their live servers (do not mutate).
+
+        These are the locations with at least one live server: the rule of
+        :func:`nyala.placement.policy.policy_locations`, kept incrementally.
+        """
         if self._live_per_location_gen != self.gen:
-            self._live_per_location = {name: len(loc.live_sids) for name, loc in self.locations.items()}
+            self._live_per_location = {
+                name: len(loc.live_sids) for name, loc in self.locations.items() if loc.live_sids
+            }
             self._live_servers = sum(self._live_per_location.values())
             self._live_per_location_gen = self.gen
         return self._live_per_location
@@ -478,6 +486,46 @@ def context_key(state: ClusterState, ctx: Context, sid: int) -> int:
         table = parent.stats[sid]
         key = (key | ((table >> REPORTED_SHIFT) * weight + (table & PENDING_MASK))) << LOAD_BITS
     return key | (server.reported * weight + server.pending)
+
+
+def key_growth(ctx: Context | None, weight: int) -> int:
+    """How much a server's key grows when one pending replica is recorded on it at ``weight``.
+
+    ``ctx`` None is a key of the total load alone; a table context's key also holds the table's
+    count, a range context's the range's too: each field grows by ``weight``.
+    """
+    if ctx is None:
+        return weight
+    if ctx.parent is None:
+        return (weight << LOAD_BITS) + weight
+    return (weight << (2 * LOAD_BITS)) + (weight << LOAD_BITS) + weight
+
+
+def context_entries(state: ClusterState, ctx: Context, sids: Iterable[int]) -> list[int]:
+    """Heap entries (unordered) of the live servers among ``sids``, keyed as :func:`context_key` does.
+
+    The same packing as :func:`context_key`, in one loop: building an index is the other hot
+    path of a placement (a range's index is built once per range and location, and again after
+    every change of the decay weight).
+    """
+    weight = state.clock.weight
+    servers = state.servers
+    draw = state.rng.getrandbits
+    stats = ctx.stats
+    parent = None if ctx.parent is None else ctx.parent.stats
+    entries: list[int] = []
+    for sid in sids:
+        server = servers[sid]
+        if server is None or not server.live:
+            continue
+        tally = stats[sid]
+        key = ((tally >> REPORTED_SHIFT) * weight + (tally & PENDING_MASK)) << LOAD_BITS
+        if parent is not None:
+            table = parent[sid]
+            key = (key | ((table >> REPORTED_SHIFT) * weight + (table & PENDING_MASK))) << LOAD_BITS
+        key |= server.reported * weight + server.pending
+        entries.append(key << KEY_SHIFT | draw(32) << 32 | sid)
+    return entries
 
 
 def unpack_key(key: int, fields: int) -> tuple[int, ...]:

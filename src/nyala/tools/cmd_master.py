@@ -112,6 +112,13 @@ def master() -> None:
     help="Longest run of the location mapping command before it is killed.",
 )
 @click.option("--default-num-replicas", default=3, show_default=True, type=int)
+@click.option(
+    "--allow-unsafe-replication-factor/--no-allow-unsafe-replication-factor",
+    default=False,
+    show_default=True,
+    help="Allow even replication factors (2, 4): RF 4 split evenly over two locations survives the loss of "
+    "one location without losing data, though not without losing availability.",
+)
 @click.option("--max-create-tablets-per-ts", default=60, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--webserver-port",
@@ -149,6 +156,7 @@ def start(
     location_mapping_cmd: str,
     location_mapping_timeout_ms: int,
     default_num_replicas: int,
+    allow_unsafe_replication_factor: bool,
     max_create_tablets_per_ts: int,
     webserver_port: int,
     webserver_interface: str,
@@ -170,7 +178,9 @@ def start(
                 ),
             ),
             catalog=CatalogOptions(
-                default_num_replicas=default_num_replicas, max_create_tablets_per_ts=max_create_tablets_per_ts
+                default_num_replicas=default_num_replicas,
+                max_create_tablets_per_ts=max_create_tablets_per_ts,
+                allow_unsafe_replication_factor=allow_unsafe_replication_factor,
             ),
             master_addresses=master_addresses,
             heartbeat_interval_ms=heartbeat_interval_ms,

@@ -20,7 +20,8 @@ Locations (seed 000; Kudu's ksck only lists them): each tablet server's location
 per location (servers, live servers, replicas, round trip), and ``warnings`` for
 
 - every tablet whose replicas violate the placement policy (:func:`judge_placement`, using
-  ``nyala.placement.check_placement`` over the registered servers' locations), naming the
+  ``nyala.placement.check_tablet``: the locations with a live server, the replicas on live
+  servers, the same rule as the master's), naming the
   table, the tablet and the replica count per location;
 - every table whose own placement policy (docs/placement.md) cannot be met (too few live
   tablet servers in its subtrees: its tablets stay under-replicated rather than leave them),
@@ -51,7 +52,7 @@ from nyala.client.info import TableSummary, TabletInfo, TabletServerInfo, role_n
 from nyala.client.table import AsyncTable
 from nyala.common.hostport import parse_address
 from nyala.errors import InvalidArgument, NyalaError
-from nyala.placement import PlacementConstraint, Verdict, check_constraint, check_placement
+from nyala.placement import PlacementConstraint, Verdict, check_constraint, check_tablet
 from nyala.proto import common_pb2, rpc_pb2
 from nyala.proto import consensus_rpc_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
@@ -215,7 +216,7 @@ async def ksck(
         problems += judge_checksums(checksums)
     table_checks = [_table_check(s.name, [c for c in checks if c.table == s.name]) for s in summaries]
     location_of = {s.uuid: s.location or NO_LOCATION for s in tservers}
-    servers_per_location = _count(location_of.values())
+    placement_of = {s.uuid: (s.location or NO_LOCATION, s.live) for s in tservers}
     live_per_location = _count(s.location or NO_LOCATION for s in tservers if s.live)
     warnings: list[str] = []
     for summary, tablets, table in zip(summaries, layouts, opened, strict=True):
@@ -224,7 +225,7 @@ async def ksck(
         for tablet in tablets:
             constraint = constraints.get(tablet.range_start, constraints.get(None))
             if constraint is None or not constraint.strict:
-                w = judge_placement(summary.name, summary.num_replicas, tablet, location_of, servers_per_location)
+                w = judge_placement(summary.name, summary.num_replicas, tablet, placement_of)
                 if w:
                     warnings.append(w)
             if constraint is not None:
@@ -375,18 +376,15 @@ def judge_placement(
     table: str,
     num_replicas: int,
     tablet: TabletInfo,
-    location_of: Mapping[str, str],
-    servers_per_location: Mapping[str, int],
+    placement_of: Mapping[str, tuple[str, bool]],
 ) -> str | None:
     """A warning when the tablet's replicas violate the placement policy, else None.
 
-    Only replicas on registered servers count (``location_of``); with one location (or none)
-    every layout complies.
+    ``placement_of`` maps each registered tablet server to its (location, live).  Which
+    locations and replicas count is :func:`nyala.placement.check_tablet`'s rule, the one the
+    master applies too: only locations with a live server, only replicas on live servers.
     """
-    if len(servers_per_location) <= 1:
-        return None
-    counts = _count(location_of[r.uuid] for r in tablet.replicas if r.uuid in location_of)
-    check = check_placement(num_replicas, counts, servers_per_location)
+    check = check_tablet(num_replicas, (r.uuid for r in tablet.replicas), placement_of)
     if check.verdict is Verdict.MET:
         return None
     return f"tablet {tablet.tablet_id} of table {table!r} {check.explain()}"

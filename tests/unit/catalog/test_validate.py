@@ -101,3 +101,19 @@ def test_an_entry_too_large_for_the_sys_catalog_is_refused() -> None:
     huge = dataclasses.replace(new, name="y" * (MAX_ENTRY_VALUE_BYTES + 1))
     with pytest.raises(InvalidArgument, match="over the limit of 65536 bytes"):
         create_table_write("a" * 32, huge, tablets, now_us=0)
+
+
+def test_even_replication_factors_need_the_unsafe_option() -> None:
+    with pytest.raises(InvalidArgument, match="even factors need the master's --allow-unsafe-replication-factor"):
+        validate_create_table(create_request(num_replicas=4), 4, OPTIONS)
+    unsafe = CatalogOptions(allow_unsafe_replication_factor=True)
+    assert validate_create_table(create_request(num_replicas=4), 4, unsafe).num_replicas == 4
+    assert validate_create_table(create_request(num_replicas=2), 4, unsafe).num_replicas == 2
+    with pytest.raises(InvalidArgument, match="the maximum is 5"):
+        validate_create_table(create_request(num_replicas=6), 6, unsafe)
+    with pytest.raises(InvalidArgument, match="replication factor 4; 3 tablet servers are alive"):
+        validate_create_table(create_request(num_replicas=4), 3, unsafe)
+    with pytest.raises(InvalidArgument, match="default_num_replicas 4 is even"):
+        CatalogOptions(default_num_replicas=4)
+    assert CatalogOptions(default_num_replicas=4, allow_unsafe_replication_factor=True).default_num_replicas == 4
+    assert CatalogOptions(max_num_replicas=6, allow_unsafe_replication_factor=True).max_num_replicas == 6

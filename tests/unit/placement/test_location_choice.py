@@ -65,13 +65,18 @@ def test_indexed_and_scan_choices_match_the_greedy(sizes, rf, seed, history) -> 
         assume(expected is not None)
         scan = choose_locations_scan(state, count, rf, counts, taken, with_pending=with_pending)
         assert scan == expected
-    assert choose_locations_indexed(state, count, rf, counts, taken) == brute_force(
-        state, count, rf, counts, taken, True
-    )
-    # Twice in a row: the heap survives between tablets.
-    assert choose_locations_indexed(state, count, rf, counts, taken) == brute_force(
-        state, count, rf, counts, taken, True
-    )
+    picked = choose_locations_indexed(state, count, rf, counts, taken)
+    assert picked == brute_force(state, count, rf, counts, taken, True)
+    # Twice in a row: the heap survives between tablets once the replicas are recorded, as the
+    # placer records them (a pending replica on a live server of each location chosen).
+    for name in picked:
+        loc = state.locations[name]
+        server = state.servers[min(loc.live_sids)]
+        assert server is not None
+        state.record_pending(loc, *state.contexts(loc, "t", b""), server)
+    again = brute_force(state, count, rf, counts, taken, True)
+    if again is not None:  # no tie to break at random
+        assert choose_locations_indexed(state, count, rf, counts, taken) == again
 
 
 def test_spread_targets() -> None:

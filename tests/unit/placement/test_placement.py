@@ -17,6 +17,7 @@ from nyala.placement import (
     location_limit,
     place_new_tablet,
     place_replacement,
+    policy_locations,
     policy_satisfiable,
 )
 
@@ -35,7 +36,8 @@ def test_policy_is_met_whenever_the_live_servers_allow_it(sizes, rf, seed, dead_
     names = [f"L{i}-{j}" for i, n in enumerate(sizes) for j in range(n)]
     dead = [u for u in names if rng.random() < dead_fraction]
     state = cluster(sizes, seed, dead)
-    live = {f"/L{i}": sum(1 for j in range(n) if f"L{i}-{j}" not in dead) for i, n in enumerate(sizes)}
+    # The policy counts only locations with a live server (nyala.placement.policy_locations).
+    live = policy_locations((f"/L{i}", f"L{i}-{j}" not in dead) for i, n in enumerate(sizes) for j in range(n))
     if sum(live.values()) < rf:
         with pytest.raises(ServiceUnavailable, match="not enough live tablet servers"):
             place_new_tablet(state, "t", b"", rf, now_s=0.0)
@@ -55,12 +57,38 @@ def test_policy_is_met_whenever_the_live_servers_allow_it(sizes, rf, seed, dead_
 
 
 def test_best_effort_places_everything_and_says_why() -> None:
-    # Three locations, RF 3, but two of them have every server dead: all replicas land in /L0.
+    # RF 5 over three locations of 3, 1 and 1 servers: no location may hold more than 2, but
+    # the small ones take one each, so /L0 gets three.
+    state = cluster([3, 1, 1])
+    result = place_new_tablet(state, "t", b"", 5, now_s=0.0)
+    assert sorted(per_location(result.tserver_uuids).values()) == [1, 1, 3]
+    assert not result.policy_met
+    assert result.policy.verdict is Verdict.UNSATISFIABLE
+    assert (
+        "violated in /L0 (/L0: 3, /L1: 1, /L2: 1; at most 2 of 5 replicas per location with 3 locations "
+        "that have a live tablet server)" in result.explain()
+    )
+
+
+def test_locations_whose_servers_are_all_dead_do_not_count() -> None:
+    # Three locations, RF 3, but two of them have every server dead: one location is left,
+    # and with one location any layout complies (Kudu's rule, shared with ksck).
     state = cluster([3, 2, 2], dead=["L1-0", "L1-1", "L2-0", "L2-1"])
     result = place_new_tablet(state, "t", b"", 3, now_s=0.0)
     assert sorted(result.tserver_uuids) == ["L0-0", "L0-1", "L0-2"]
-    assert not result.policy_met
-    assert "violated in /L0 (/L0: 3; at most 1 of 3 replicas per location with 3 locations)" in result.explain()
+    assert result.policy_met
+    assert result.policy.num_locations == 1
+    # One location down out of three: the two left may hold 2 of 3 replicas each.
+    state = cluster([2, 2, 2], dead=["L2-0", "L2-1"])
+    result = place_new_tablet(state, "t", b"", 3, now_s=0.0)
+    assert sorted(per_location(result.tserver_uuids).values()) == [1, 2]
+    assert result.policy_met
+    assert result.policy.limit == 2
+    # The location back: the same layout is a violation another layout fixes.
+    for uuid in ("L2-0", "L2-1"):
+        state.set_tserver_live(uuid, True)
+    placed = per_location(result.tserver_uuids)
+    assert check_placement(3, placed, state.live_servers_per_location()).verdict is Verdict.VIOLATED
 
 
 @pytest.mark.parametrize(
@@ -111,13 +139,20 @@ def test_replacement_of_a_leaving_member_keeps_the_policy() -> None:
 
 
 def test_replacement_when_the_layout_already_violates_is_best_effort() -> None:
+    # Four locations, all but /L0 and /L1 full: the replacement must go to /L0, a majority.
+    state = cluster([3, 1, 1, 1])
+    result = place_replacement(state, "t", b"", 3, ["L0-0", "L0-1", "L1-0", "L2-0", "L3-0"], now_s=0.0,
+                               leaving=["L1-0", "L2-0", "L3-0"])  # fmt: skip
+    assert result.tserver_uuids == ("L0-2",)
+    assert not result.policy_met
+    assert result.policy.verdict is Verdict.VIOLATED
+    # With the other locations down, /L0 is the only location left and anything complies.
     state = cluster([3, 1, 1])
     state.set_tserver_live("L1-0", False)
     state.set_tserver_live("L2-0", False)
     result = place_replacement(state, "t", b"", 3, ["L0-0", "L0-1"], now_s=0.0)
     assert result.tserver_uuids == ("L0-2",)
-    assert not result.policy_met
-    assert result.policy.verdict is Verdict.UNSATISFIABLE
+    assert result.policy_met
 
 
 @pytest.mark.parametrize("rf", [0, -1, True, 2.0, "3"])

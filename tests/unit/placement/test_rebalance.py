@@ -81,6 +81,7 @@ def test_r3_policy_fixer_spreads_tablets_packed_into_one_location() -> None:
     plan = plan_moves(cluster, random.Random(1))
     policy_moves = [m for m in plan.moves if m.phase == "policy"]
     assert len(policy_moves) == 6
+    assert len(plan.moves) == 6  # the lower bound: no move inside a location is needed after
     assert all(m.from_uuid != f"L{'XYZ'.index(m.tablet_id)}-0" for m in policy_moves)  # leaders stay
     after = apply(cluster, plan.moves)
     counts = {loc: 3 for loc in ("/L0", "/L1", "/L2")}

@@ -20,7 +20,7 @@ from tests.unit.client.fakes import FakeCluster
 from tests.unit.tools.conftest import Invoke
 
 LOCATION_OF = {"a1": "/a", "a2": "/a", "b1": "/b", "b2": "/b", "c1": "/c", "c2": "/c"}
-SERVERS = {"/a": 2, "/b": 2, "/c": 2}
+SERVERS = {uuid: (location, True) for uuid, location in LOCATION_OF.items()}
 
 
 def tablet(*uuids: str) -> TabletInfo:
@@ -32,11 +32,11 @@ def server(uuid: str, location: str, live: bool = True) -> TabletServerInfo:
 
 
 def test_a_tablet_spread_one_per_location_meets_the_policy() -> None:
-    assert judge_placement("t", 3, tablet("a1", "b2", "c1"), LOCATION_OF, SERVERS) is None
+    assert judge_placement("t", 3, tablet("a1", "b2", "c1"), SERVERS) is None
 
 
 def test_a_majority_in_one_location_is_named_with_the_counts() -> None:
-    warning = judge_placement("t", 3, tablet("a1", "a2", "c1"), LOCATION_OF, SERVERS)
+    warning = judge_placement("t", 3, tablet("a1", "a2", "c1"), SERVERS)
     assert warning is not None
     assert warning.startswith("tablet tab1 of table 't' placement policy violated in /a")
     assert "/a: 2, /c: 1" in warning
@@ -44,15 +44,27 @@ def test_a_majority_in_one_location_is_named_with_the_counts() -> None:
 
 
 def test_an_unsatisfiable_policy_is_still_a_warning() -> None:
-    warning = judge_placement("t", 1, tablet("b1"), LOCATION_OF, SERVERS)  # RF 1 is a majority anywhere
+    warning = judge_placement("t", 1, tablet("b1"), SERVERS)  # RF 1 is a majority anywhere
     assert warning is not None
     assert "no layout on this cluster's servers can comply" in warning
 
 
 def test_one_location_or_none_never_warns() -> None:
-    assert judge_placement("t", 3, tablet("a1", "a2", "x"), {"a1": "/a", "a2": "/a", "x": "/a"}, {"/a": 3}) is None
-    no_locations = dict.fromkeys(LOCATION_OF, NO_LOCATION)
-    assert judge_placement("t", 3, tablet("a1", "a2", "b1"), no_locations, {NO_LOCATION: 6}) is None
+    one = {"a1": ("/a", True), "a2": ("/a", True), "x": ("/a", True)}
+    assert judge_placement("t", 3, tablet("a1", "a2", "x"), one) is None
+    no_locations = dict.fromkeys(LOCATION_OF, (NO_LOCATION, True))
+    assert judge_placement("t", 3, tablet("a1", "a2", "b1"), no_locations) is None
+
+
+def test_a_location_without_a_live_server_does_not_count_during_its_outage() -> None:
+    # /c is down: two locations are left, which may hold two of three replicas each, so the
+    # best-effort re-replication into /a complies; once /c is back, the same layout violates.
+    outage = {**SERVERS, "c1": ("/c", False), "c2": ("/c", False)}
+    assert judge_placement("t", 3, tablet("a1", "a2", "b1", "c1"), outage) is None
+    warning = judge_placement("t", 3, tablet("a1", "a2", "b1"), SERVERS)
+    assert warning is not None
+    assert "violated in /a" in warning
+    assert "another layout would comply" in warning
 
 
 def checks(rtts: dict[str, PingResult]) -> tuple[list[LocationCheck], list[str]]:
