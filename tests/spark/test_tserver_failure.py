@@ -21,9 +21,10 @@ ROWS = 80_000
 
 
 def test_fault_tolerant_scan_survives_a_killed_leader(
-    spark: SparkSession, cluster: MiniCluster, client: Client, master: str, tmp_path: Path
+    spark: SparkSession, cluster: MiniCluster, client: Client, master: str, tmp_path: Path, read_format: str
 ) -> None:
-    table = client.create_table("ft", schema([("id", "int64"), ("pad", "string")], primary_key="id"), num_replicas=3)
+    name = f"ft_{read_format}"
+    table = client.create_table(name, schema([("id", "int64"), ("pad", "string")], primary_key="id"), num_replicas=3)
     ids = pa.array(range(ROWS), pa.int64())
     assert table.insert(pa.table({"id": ids, "pad": pa.array([f"{i:0100d}" for i in range(ROWS)])})) == []
     leader = table.tablets()[0].leader
@@ -45,9 +46,9 @@ def test_fault_tolerant_scan_survives_a_killed_leader(
             yield pa.RecordBatch.from_pydict({"n": [batch.num_rows]})
 
     df = (
-        spark.read.format("nyala")
+        spark.read.format(read_format)
         .option("nyala.master", master)
-        .option("nyala.table", "ft")
+        .option("nyala.table", name)
         .option("nyala.faultTolerantScan", "true")
         .option("nyala.batchSize", "16384")
         .load()
@@ -63,4 +64,4 @@ def test_fault_tolerant_scan_survives_a_killed_leader(
     finally:
         spark.conf.set(ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
         cluster.restart(victim)
-    client.delete_table("ft")
+    client.delete_table(name)
