@@ -83,17 +83,33 @@ final class RpcConnection implements Closeable {
 
   /** Calls {@code method} ("Service.Method"); a non-OK status raises {@link RpcError}. */
   Response call(String method, byte[] body, long timeoutMs) throws IOException {
+    send(method, body, timeoutMs);
+    return receive();
+  }
+
+  /** Sends one request; {@link #receive} reads its answer (one call on the wire at a time). */
+  void send(String method, byte[] body, long timeoutMs) throws IOException {
     long callId = nextCallId++;
     byte[] name = method.getBytes(StandardCharsets.UTF_8);
     int headerLen = 1 + 1 + 2 + 8 + 4 + 4 + 2 + name.length;
     ByteBuffer frame = ByteBuffer.allocate(8 + headerLen + body.length);
     frame.putInt(headerLen + body.length).putInt(headerLen);
     frame.put(KIND_REQUEST).put((byte) 0).putShort((short) 0).putLong(callId).putInt(body.length);
-    frame.putInt((int) Math.max(1, Math.min(timeoutMs, Integer.MAX_VALUE))).putShort((short) name.length).put(name);
+    int timeout = (int) Math.max(1, Math.min(timeoutMs, Integer.MAX_VALUE));
+    frame.putInt(timeout).putShort((short) name.length).put(name);
     frame.put(body);
-    socket.setSoTimeout((int) Math.max(1, Math.min(timeoutMs, Integer.MAX_VALUE)));
+    socket.setSoTimeout(timeout);
     out.write(frame.array());
     out.flush();
+  }
+
+  /** How long {@link #receive} may block. */
+  void readTimeout(long timeoutMs) throws IOException {
+    socket.setSoTimeout((int) Math.max(1, Math.min(timeoutMs, Integer.MAX_VALUE)));
+  }
+
+  /** The answer to the request sent last; a non-OK status raises {@link RpcError}. */
+  Response receive() throws IOException {
     Response response = read();
     if (response.code != OK) {
       throw new RpcError(response.code, response.message, response.leaderHint);

@@ -58,6 +58,8 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private byte[] lastKey;
   private long rows;
   private boolean done;
+  /** A continuation is on the wire: the server reads ahead while Spark consumes the last answer. */
+  private boolean continuing;
   private ArrowStreamReader stream;
   private final List<ValueVector> decoded = new ArrayList<>();
   private ColumnarBatch batch;
@@ -146,10 +148,14 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
           callSeqId = 0;
           response = connection.call(SCAN_METHOD, request, attempt);
         } else {
-          byte[] request = ScanMessages.continueRequest(scannerId, callSeqId, partition.batchSizeBytes, false);
-          response = connection.call(SCAN_METHOD, request, attempt);
+          if (!continuing) {
+            connection.send(SCAN_METHOD, continueRequest(), attempt);
+          }
+          continuing = false;
+          response = connection.receive();
         }
         consume(response);
+        readAhead();
         return;
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
@@ -158,6 +164,28 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
         last = e;
         recover(e, opening);
       }
+    }
+  }
+
+  private byte[] continueRequest() {
+    return ScanMessages.continueRequest(scannerId, callSeqId, partition.batchSizeBytes, false);
+  }
+
+  /**
+   * Asks for the next answer before Spark consumes this one, so the server scans and encodes
+   * it meanwhile. A failure here is left to the next {@link #fetch}, which sends again and
+   * recovers as from any failed call.
+   */
+  private void readAhead() {
+    if (done || scannerId == null || connection == null) {
+      return;
+    }
+    try {
+      connection.send(SCAN_METHOD, continueRequest(), partition.timeoutMs);
+      continuing = true;
+    } catch (IOException e) {
+      continuing = false;
+      closeConnection();
     }
   }
 
@@ -201,6 +229,7 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
     if (server >= 0) {
       failed.add(server);
     }
+    continuing = false;
     closeConnection();
     scannerId = null;
     if (error instanceof RpcConnection.RpcError) {
@@ -287,8 +316,13 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
       if (scannerId != null && connection != null) {
         // Release the server's scanner now (a LIMIT stops early); its TTL reaps it otherwise.
         try {
-          connection.call(SCAN_METHOD,
-              ScanMessages.continueRequest(scannerId, callSeqId, 0, true), 1000);
+          if (continuing) {
+            continuing = false;
+            connection.readTimeout(1000);
+            connection.receive(); // the answer read ahead: its rows are not wanted
+            callSeqId++;
+          }
+          connection.call(SCAN_METHOD, ScanMessages.continueRequest(scannerId, callSeqId, 0, true), 1000);
         } catch (IOException ignored) {
           // best effort
         }
