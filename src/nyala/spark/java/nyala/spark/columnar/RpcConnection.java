@@ -38,6 +38,12 @@ final class RpcConnection implements Closeable {
   private final DataInputStream in;
   private final OutputStream out;
   private long nextCallId = 1;
+  /**
+   * Every response is read into this one array, grown as needed: a scan answer of several MiB
+   * allocated afresh each time is a "humongous" object to the JVM's G1 collector. A response
+   * is therefore valid only until the next {@link #receive}.
+   */
+  private byte[] buffer = new byte[0];
 
   /** A response: its status, body and sidecar 0 (offset and length within {@code frame}). */
   static final class Response {
@@ -123,8 +129,11 @@ final class RpcConnection implements Closeable {
     if (frameLen < 0 || frameLen > MAX_FRAME_BYTES || headerLen < 0 || headerLen > frameLen) {
       throw new IOException("bad frame from " + address + ": frame_len " + frameLen + ", header_len " + headerLen);
     }
-    byte[] frame = new byte[frameLen];
-    in.readFully(frame);
+    if (buffer.length < frameLen) {
+      buffer = new byte[Math.max(frameLen, Math.min(MAX_FRAME_BYTES, buffer.length * 2))];
+    }
+    byte[] frame = buffer;
+    in.readFully(frame, 0, frameLen);
     ByteBuffer header = ByteBuffer.wrap(frame, 0, headerLen);
     if (header.get() != KIND_RESPONSE) {
       throw new IOException("bad frame from " + address + ": not a response");
