@@ -6,8 +6,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip -q --disable-pip-version-check
 PROTO_FILES := $(wildcard proto/nyala/*.proto)
+# The columnar Spark reader: Java sources compiled with the JDK against PySpark's jars.
+JAR := src/nyala/spark/jars/nyala-spark-columnar.jar
+JAVA_SOURCES := $(shell find src/nyala/spark/java -type f)
 
-.PHONY: test lint typecheck unit demo proto bench clean
+.PHONY: test lint typecheck unit demo proto bench clean jar
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +29,13 @@ $(VENV)/.stamp-proto: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e '.[proto]'
 	@touch $@
 
-test: lint typecheck
+# Rebuilt when a Java source (or the PySpark install) changes; javac and jar come from the JDK.
+$(JAR): $(JAVA_SOURCES) $(VENV)/.stamp-test
+	PYTHONPATH=src $(PY) -m nyala.spark.jar --force
+
+jar: $(JAR)
+
+test: lint typecheck jar
 	$(VENV)/bin/pytest -q
 
 lint: $(VENV)/.stamp-test
@@ -39,14 +48,14 @@ typecheck: $(VENV)/.stamp-test
 unit: $(VENV)/.stamp-test
 	$(VENV)/bin/pytest -q tests/unit
 
-demo: $(VENV)/.stamp-test
+demo: $(VENV)/.stamp-test jar
 	$(PY) demo/pipeline.py --dir ./nyala-data
 
 # Generated modules are committed; run this after editing proto/nyala/*.proto.
 proto: $(VENV)/.stamp-proto
 	$(PY) -m grpc_tools.protoc -Inyala/proto=proto/nyala --python_out=src --pyi_out=src $(PROTO_FILES)
 
-bench: $(VENV)/.stamp-bench
+bench: $(VENV)/.stamp-bench jar
 	$(PY) bench/rpc_bench.py
 	$(PY) bench/wal_bench.py
 	$(PY) bench/storage_bench.py
@@ -61,4 +70,4 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/spark_bench.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data $(JAR)

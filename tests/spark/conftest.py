@@ -4,6 +4,10 @@ Spark starts its Python workers with this interpreter (PYSPARK_PYTHON), whose en
 has Nyala installed; the ``nyala`` format is found through ``pyspark_nyala`` without
 registration.  Filter pushdown is on unless a test turns it off.
 
+Every read test runs on both read paths (the ``read_format`` fixture): ``nyala``, which
+reaches the columnar JVM source because the session has its jar (built here when missing or
+stale, as ``make jar`` does), and ``nyala_python``, the Python data source.
+
 The session is shared but a failure is not: a test cut short in the middle of a call into the
 JVM (a timeout) leaves the next test a working session (see ``shared_session.py``).  Tests
 take ``spark``, checked before each test; a module-scoped fixture takes ``shared_spark`` and
@@ -24,14 +28,19 @@ from pyspark.sql import SparkSession
 import nyala
 from nyala.client import Client
 from nyala.spark import PUSHDOWN_CONF
+from nyala.spark.helpers import jvm_source_loaded
+from nyala.spark.jar import build_jar
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 from tests.spark.shared_session import SharedSpark
 
 PUSHDOWN = PUSHDOWN_CONF
+#: Read path -> the format that reaches it in a session with the columnar jar.
+READ_FORMATS = {"columnar": "nyala", "python": "nyala_python"}
 
 
 @pytest.fixture(scope="session")
 def shared_spark() -> Iterator[SharedSpark]:
+    build_jar()  # before the session starts: local_session puts the jar on its classpath
     # Failing tasks are expected in these tests; their stack traces are noise.
     shared = SharedSpark("nyala-spark-tests", log_level="FATAL")
     try:
@@ -45,6 +54,20 @@ def spark(shared_spark: SharedSpark) -> Iterator[SparkSession]:
     """The shared session, answering (a new one if the JVM stopped answering)."""
     yield shared_spark.session()
     shared_spark.after_test()
+
+
+@pytest.fixture(params=sorted(READ_FORMATS))
+def read_path(request: pytest.FixtureRequest, spark: SparkSession) -> str:
+    """``columnar`` or ``python``: the read path a test runs on (see :func:`read_format`)."""
+    if request.param == "columnar":
+        assert jvm_source_loaded(spark), "the shared session lacks the columnar jar"
+    return str(request.param)
+
+
+@pytest.fixture
+def read_format(read_path: str) -> str:
+    """The format name that reads through ``read_path`` in the shared session."""
+    return READ_FORMATS[read_path]
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,8 @@ from pyspark.sql.types import (
 from nyala.client import Client, Partitioning
 from nyala.spark import create_table, insert_rows
 
+from .shared_session import SharedSpark
+
 pytestmark = pytest.mark.timeout(180)
 
 UTC = datetime.UTC
@@ -71,12 +73,23 @@ def row(i: int) -> tuple[Any, ...]:
     )
 
 
-def test_every_type_round_trips_with_nulls(spark: SparkSession, client: Client, master: str) -> None:
-    create_table("types", SCHEMA, ["id"], Partitioning().add_hash_partitions("id", 3), master=master)
-    rows = [row(i) for i in range(200)]
-    insert_rows(spark.createDataFrame(rows, SCHEMA), "types", master=master)
+ROWS = [row(i) for i in range(200)]
 
-    df = spark.read.format("nyala").option("nyala.master", master).option("nyala.table", "types").load()
+
+@pytest.fixture(scope="module")
+def types_table(shared_spark: SharedSpark, master: str) -> str:
+    """Written once through the Python writer, read by each test on each read path."""
+    spark = shared_spark.session()
+    create_table("types", SCHEMA, ["id"], Partitioning().add_hash_partitions("id", 3), master=master)
+    insert_rows(spark.createDataFrame(ROWS, SCHEMA), "types", master=master)
+    return "types"
+
+
+def test_every_type_round_trips_with_nulls(
+    spark: SparkSession, client: Client, master: str, types_table: str, read_format: str
+) -> None:
+    rows = ROWS
+    df = spark.read.format(read_format).option("nyala.master", master).option("nyala.table", "types").load()
     assert df.schema == SCHEMA
     got = sorted((tuple(r) for r in df.collect()), key=lambda r: r[0])
     expected = [tuple(_as_spark_returns(v) for v in r) for r in rows]
@@ -93,6 +106,8 @@ def _as_spark_returns(value: Any) -> Any:
     return value
 
 
-def test_key_columns_are_not_null_in_spark(spark: SparkSession, master: str) -> None:
-    df = spark.read.format("nyala").option("nyala.master", master).option("nyala.table", "types").load()
+def test_key_columns_are_not_null_in_spark(
+    spark: SparkSession, master: str, types_table: str, read_format: str
+) -> None:
+    df = spark.read.format(read_format).option("nyala.master", master).option("nyala.table", "types").load()
     assert [f.nullable for f in df.schema.fields[:2]] == [False, True]

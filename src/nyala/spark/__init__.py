@@ -28,6 +28,11 @@ How it works (PySpark 4.3's Python Data Source API):
   Rows are durable when acknowledged, so commit publishes nothing and abort undoes nothing;
   ``overwrite`` is refused.
 - Each Python worker process keeps one client per master set (:mod:`._clients`).
+- The columnar read path (:mod:`.jar`, :mod:`.columnar_planner`, Java sources in ``java/``):
+  with its jar on the classpath ``nyala`` names a JVM DataSource V2 source that reads
+  tablets' Arrow IPC scan results straight into Spark column batches, planned per query by a
+  Python planner process on the driver; its writes go to the Python source, which is also
+  registered as ``nyala_python`` (``pyspark_nyala_python``) for reads that want it.
 - :mod:`.helpers`: ``create_table`` from a Spark schema (``not_null`` for columns Spark marks
   nullable) and ``insert_rows`` & co, as kudu-spark's KuduContext offers.
 """
@@ -42,12 +47,14 @@ if TYPE_CHECKING:
         create_table,
         delete_rows,
         insert_rows,
+        jvm_source_loaded,
         python_worker_env,
         register,
         update_rows,
         upsert_rows,
         write_rows,
     )
+    from .jar import build_jar, columnar_jar
     from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
     from .reader import NyalaReader
     from .session import (
@@ -73,6 +80,9 @@ _MODULE_OF: dict[str, str] = {
     "update_rows": "helpers",
     "upsert_rows": "helpers",
     "write_rows": "helpers",
+    "build_jar": "jar",
+    "columnar_jar": "jar",
+    "jvm_source_loaded": "helpers",
     "DEFAULT_MASTER": "options",
     "OPERATIONS": "options",
     "OPTION_HELP": "options",
@@ -108,9 +118,12 @@ __all__ = [
     "NyalaReader",
     "NyalaWriter",
     "RowErrorsInTask",
+    "build_jar",
+    "columnar_jar",
     "create_table",
     "delete_rows",
     "insert_rows",
+    "jvm_source_loaded",
     "local_session",
     "nyala_type",
     "parse_options",

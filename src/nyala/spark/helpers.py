@@ -13,7 +13,7 @@ from nyala.client import Partitioning, schema
 
 from ._clients import client_for
 from .options import DEFAULT_MASTER
-from .source import NyalaDataSource
+from .source import NyalaDataSource, NyalaPythonDataSource
 from .typemap import nyala_columns
 
 __all__ = [
@@ -29,8 +29,28 @@ __all__ = [
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``nyala`` format with ``spark`` (also found automatically through ``pyspark_nyala``)."""
-    spark.dataSource.register(NyalaDataSource)
+    """Register ``nyala`` and ``nyala_python`` with ``spark`` (also found automatically, see below).
+
+    ``pyspark_nyala`` and ``pyspark_nyala_python`` register them by themselves.  With the
+    columnar jar on the classpath, ``nyala`` is the JVM source's name and Spark refuses to
+    register a Python source under it: then only ``nyala_python`` is registered.
+    """
+    spark.dataSource.register(NyalaPythonDataSource)
+    if not jvm_source_loaded(spark):
+        spark.dataSource.register(NyalaDataSource)
+
+
+def jvm_source_loaded(spark: SparkSession) -> bool:
+    """Whether ``format("nyala")`` reaches the columnar JVM source in this session."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName("nyala.spark.columnar.NyalaColumnarSource", False, loader)
+    except Exception:
+        return False
+    return True
 
 
 def python_worker_env() -> None:

@@ -44,9 +44,9 @@ OPTION_HELP: dict[str, tuple[str, str]] = {
     "nyala.operationTimeoutMs": ("30000", "Deadline of connecting, of each write flush and of metadata lookups."),
     "nyala.pushdown": (
         "false",
-        "Opt-in: push filters to the tablet servers (needs Spark's Python filter pushdown on). PySpark 4.3 then "
-        "reuses a relation's last pushed filters for its later unfiltered queries: query such a DataFrame or "
-        "view once.",
+        "Push filters to the tablet servers. Columnar path: on unless set to false (Spark plans each query "
+        "afresh). Python path: opt-in, needs Spark's Python filter pushdown on, and PySpark 4.3 then reuses a "
+        "relation's last pushed filters for its later unfiltered queries: query such a DataFrame or view once.",
     ),
     "nyala.splitSizeBytes": ("unset", "Target bytes per Spark partition: tablets are split into key ranges."),
     "nyala.writeBufferBytes": ("7340032", "Bytes a task's write session buffers (Kudu's mutation buffer)."),

@@ -3,8 +3,10 @@
 ``local[2]`` with the UI and console progress off, UTC as the session time zone (Nyala
 timestamps are UTC), everything bound to loopback like a local cluster, Python workers
 running this interpreter (so they import this Nyala), Spark's Python filter pushdown switch on,
-and Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
-10,000; its 64 MiB cap per batch still bounds wide rows).
+Arrow batches of up to 100,000 rows for Python data source writers (Spark's default is
+10,000; its 64 MiB cap per batch still bounds wide rows), and Nyala's columnar reader jar on
+the classpath when it is built (``make jar``; ``columnar=False`` leaves it off), so that
+``format("nyala")`` reads through the JVM source and writes through the Python one.
 
 The switch on is safe for Nyala reads: they push nothing unless a read opts in with
 ``nyala.pushdown`` (docs/spark.md says what that risks), and the switch only lets such an
@@ -19,6 +21,7 @@ import os
 from pyspark.sql import SparkSession
 
 from .helpers import python_worker_env
+from .jar import columnar_jar
 
 __all__ = [
     "ARROW_BATCH_CONF",
@@ -50,13 +53,26 @@ TASK_FAILURE_LOGGERS = (
 
 
 def local_session(
-    app_name: str, *, shuffle_partitions: int = 2, pushdown: bool = True, log_level: str = "ERROR"
+    app_name: str,
+    *,
+    shuffle_partitions: int = 2,
+    pushdown: bool = True,
+    log_level: str = "ERROR",
+    columnar: bool = True,
 ) -> SparkSession:
-    """A local[2] SparkSession on loopback for ``app_name``; stop it when done."""
+    """A local[2] SparkSession on loopback for ``app_name``; stop it when done.
+
+    With ``columnar`` (the default) and the jar built, reads of ``format("nyala")`` use the
+    columnar JVM reader; otherwise they use the Python data source.
+    """
     python_worker_env()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    jar = columnar_jar() if columnar else None
+    if jar is not None:
+        builder = builder.config("spark.jars", str(jar))
     spark = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # lookup, a Python process of its own at the start of a session, imports this module only
 # to find the class.
 
-__all__ = ["NyalaDataSource"]
+__all__ = ["NyalaDataSource", "NyalaPythonDataSource"]
 
 
 class NyalaDataSource(DataSource):
@@ -66,3 +66,16 @@ class NyalaDataSource(DataSource):
                 "and a failure would leave it half emptied; delete the rows (delete_rows) or the table first"
             )
         return NyalaWriter(options, schema, self._table_schema(options))
+
+
+class NyalaPythonDataSource(NyalaDataSource):
+    """The same source under the name ``nyala_python``: always the Python source.
+
+    With the columnar jar on the classpath, ``nyala`` names the JVM source (Spark looks up JVM
+    sources first); it hands its writes to this one, and ``format("nyala_python")`` reads
+    through the Python path on purpose (docs/spark.md, "Two read paths").
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "nyala_python"
