@@ -21,6 +21,6 @@ Names follow Prometheus' conventions: a ``nyala_`` prefix, the unit in the name
 bounded set (method names a server registered, status codes, roles), never ids.
 """
 
-from nyala.metrics.loop import CounterFamily, GaugeCallback, HistogramFamily, LoopMetrics
+from nyala.metrics.loop import CounterCallback, CounterFamily, GaugeCallback, HistogramFamily, LoopMetrics
 
-__all__ = ["CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]
+__all__ = ["CounterCallback", "CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]

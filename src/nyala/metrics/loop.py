@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-__all__ = ["LATENCY_BUCKETS_S", "CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]
+__all__ = ["LATENCY_BUCKETS_S", "CounterCallback", "CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]
 
 #: Latency buckets from 50 us to 30 s: an inline RPC takes tens of microseconds, an fsync
 #: milliseconds, a DDL call seconds.
@@ -162,6 +162,29 @@ class GaugeCallback(_Family):
         return family
 
 
+class CounterCallback(GaugeCallback):
+    """A counter whose value lives elsewhere (a component's own tally), read at scrape time.
+
+    The component keeps counting as it always did; the read must never go down (a tally
+    reset with its owner would look like a counter reset to Prometheus, which it handles).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        read: Callable[[], Iterable[tuple[Sequence[str], float]]],
+        labelnames: Sequence[str] = (),
+    ) -> None:
+        super().__init__(name.removesuffix("_total"), documentation, read, labelnames)
+
+    def collect(self) -> Metric:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self._read():
+            family.add_metric(list(labels), value)
+        return family
+
+
 def _float_text(value: float) -> str:
     return "+Inf" if math.isinf(value) else repr(float(value))
 
@@ -206,6 +229,17 @@ class LoopMetrics(Collector):
         self._families.append(family)
         return family
 
+    def counter_callback(
+        self,
+        name: str,
+        documentation: str,
+        read: Callable[[], Iterable[tuple[Sequence[str], float]]],
+        labelnames: Sequence[str] = (),
+    ) -> CounterCallback:
+        family = CounterCallback(name, documentation, read, labelnames)
+        self._families.append(family)
+        return family
+
     def register_on(self, registry: CollectorRegistry | None) -> None:
         """Export the families through ``registry`` (None: keep counting, export nothing)."""
         if registry is not None:
@@ -219,7 +253,9 @@ class LoopMetrics(Collector):
         # Registration checks names for clashes from describe(); families without children
         # still name their series, and no gauge callback runs before the server is ready.
         for family in self._families:
-            if isinstance(family, GaugeCallback):
+            if isinstance(family, CounterCallback):
+                yield CounterMetricFamily(family.name, family.documentation, labels=family.labelnames)
+            elif isinstance(family, GaugeCallback):
                 yield GaugeMetricFamily(family.name, family.documentation, labels=family.labelnames)
             else:
                 yield family.collect()

@@ -21,6 +21,7 @@ from nyala.consensus.core import RaftOptions
 from nyala.consensus.runtime import RaftReplica, RaftTransport
 from nyala.consensus.runtime.metrics import RaftMetrics
 from nyala.errors import InvalidArgument
+from nyala.metrics.event_loop import LoopLagMonitor
 from nyala.proto import common_pb2
 from nyala.rpc import Messenger, RpcOptions, RpcServer
 from nyala.rpc.metrics import RpcMetrics
@@ -83,6 +84,7 @@ class ServerBase:
         # This server's own registry: several servers may share a process (tests).
         self.metrics_registry = CollectorRegistry()
         ProcessCollector(namespace="nyala", registry=self.metrics_registry)
+        self.loop_lag = LoopLagMonitor(self.metrics_registry)
         self.rpc = RpcServer(options.rpc, metrics=RpcMetrics(self.metrics_registry))
         # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
         self.messenger = Messenger(options.rpc, faults=active_faults())
@@ -127,6 +129,7 @@ class ServerBase:
         self.address = await self.rpc.start(self.options.rpc_bind_address)
         self.transport.address = self.address
         self.transport.start()
+        self.loop_lag.start()
         if self.web is not None:
             await self._start_web(self.web)
         await self._start()
@@ -165,6 +168,7 @@ class ServerBase:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.loop_lag.stop()
         if self.web is not None:
             await self.web.stop()
         await self._stop()
