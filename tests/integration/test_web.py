@@ -208,3 +208,23 @@ def test_a_disabled_web_server_serves_nothing(tmp_path: Path) -> None:
             socket.create_connection((server.address.host, web_port), timeout=5).close()
         status = json.loads((Path(server.data_dir) / "server.json").read_text())
         assert status.get("http_address", "") == ""
+
+
+def test_servers_with_metrics_off_serve_and_export_nothing(tmp_path: Path) -> None:
+    off = ("--no-metrics-enabled",)
+    options = MiniClusterOptions(num_masters=1, num_tservers=1, master_flags=off, tserver_flags=off)
+    with MiniCluster(tmp_path, options) as mc:
+        client = Client(mc.master_addresses_flag)
+        try:
+            kv = schema([("id", "int64"), ("v", "string")], primary_key=["id"])
+            client.create_table("kv", kv, Partitioning().add_hash_partitions("id", 2), num_replicas=1)
+            table = client.open_table("kv")
+            table.insert([{"id": i, "v": "x"} for i in range(50)])
+            assert table.scanner(["id"]).to_arrow().num_rows == 50
+        finally:
+            client.close()
+        for server in (*mc.masters, *mc.tservers):
+            status, body = get(server.url + "/metrics")
+            assert status == 200
+            assert [f.name for f in text_string_to_metric_families(body)] == []
+            assert get(server.url + "/tables" if server in mc.masters else server.url + "/tablets")[0] == 200

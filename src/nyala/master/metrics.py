@@ -55,8 +55,8 @@ def tablet_health(view: LeaderView, tablet: TabletInfo, live: Callable[[str], bo
 class MasterMetrics:
     """Every master metric beyond RPC and Raft; :meth:`watch` says where to read the rest."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self._set = metrics = LoopMetrics()
+    def __init__(self, registry: CollectorRegistry | None = None, enabled: bool = True) -> None:
+        self._set = metrics = LoopMetrics(enabled)
         self.heartbeats = metrics.counter(
             "nyala_master_heartbeats_total", "Tablet server heartbeats this master processed (leader or not)."
         ).child()

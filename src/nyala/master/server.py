@@ -82,7 +82,7 @@ class Master(ServerBase):
         self.heartbeats = HeartbeatHandler(
             self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks, self.locations
         )
-        self.metrics = MasterMetrics(self.metrics_registry)
+        self.metrics = MasterMetrics(self.metrics_registry, options.server.metrics_enabled)
         self.heartbeats.metrics = self.ddl.metrics = self.tablet_tasks.metrics = self.metrics
         self.metrics.watch(
             view=self.catalog_manager.leader,

@@ -58,6 +58,15 @@ class HistogramChild:
         return sum(self.counts)
 
 
+class NullHistogramChild(HistogramChild):
+    """A histogram series that records nothing: what a server with metrics off observes into."""
+
+    __slots__ = ()
+
+    def observe(self, value: float) -> None:
+        pass
+
+
 class _Family:
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> None:
         if not name.startswith("nyala_"):
@@ -110,8 +119,10 @@ class HistogramFamily(_Family):
         documentation: str,
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = LATENCY_BUCKETS_S,
+        enabled: bool = True,
     ) -> None:
         super().__init__(name, documentation, labelnames)
+        self._child_type = HistogramChild if enabled else NullHistogramChild
         bounds = [float(b) for b in buckets if not math.isinf(b)]
         if bounds != sorted(set(bounds)) or not bounds:
             raise ValueError(f"bucket bounds of {name} must be increasing and not empty: {buckets}")
@@ -124,7 +135,7 @@ class HistogramFamily(_Family):
         found = self._children.get(labels)
         if found is None:
             self._check(labels)
-            found = self._children[labels] = HistogramChild(self.bounds)
+            found = self._children[labels] = self._child_type(self.bounds)
         return found
 
     def observe(self, value: float, *labels: str) -> None:
@@ -193,9 +204,15 @@ Family = CounterFamily | HistogramFamily | GaugeCallback
 
 
 class LoopMetrics(Collector):
-    """The collector of a set of families; register it with :meth:`register_on`."""
+    """The collector of a set of families; register it with :meth:`register_on`.
 
-    def __init__(self) -> None:
+    ``enabled=False`` (a server started with metrics off) makes histograms record nothing and
+    :meth:`register_on` export nothing; counters still add up (an attribute update each), so
+    that code reading them for its own purposes keeps working.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self._families: list[Family] = []
 
     def add(self, family: Family) -> Family:
@@ -214,7 +231,7 @@ class LoopMetrics(Collector):
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = LATENCY_BUCKETS_S,
     ) -> HistogramFamily:
-        family = HistogramFamily(name, documentation, labelnames, buckets)
+        family = HistogramFamily(name, documentation, labelnames, buckets, self.enabled)
         self._families.append(family)
         return family
 
@@ -242,7 +259,7 @@ class LoopMetrics(Collector):
 
     def register_on(self, registry: CollectorRegistry | None) -> None:
         """Export the families through ``registry`` (None: keep counting, export nothing)."""
-        if registry is not None:
+        if registry is not None and self.enabled:
             registry.register(self)
 
     def collect(self) -> Iterator[Metric]:

@@ -65,8 +65,8 @@ class _CopyDurations(Collector):
 class TabletServerMetrics:
     """Every tablet-server metric beyond RPC, Raft and WAL; :meth:`watch` says where to read."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self._set = metrics = LoopMetrics()
+    def __init__(self, registry: CollectorRegistry | None = None, enabled: bool = True) -> None:
+        self._set = metrics = LoopMetrics(enabled)
         self.writes = WriteMetrics(metrics)
         self.rows_scanned = metrics.counter(
             "nyala_tablet_rows_scanned_total", "Rows returned by scans of this server's replicas."
@@ -141,7 +141,7 @@ class TabletServerMetrics:
             lambda: [((), float(source.bytes_served if (source := self._source()) else 0))],
         )
         metrics.register_on(registry)
-        if registry is not None:
+        if registry is not None and enabled:
             registry.register(_CopyDurations(self._copy_durations, COPY_DURATION_BUCKETS_S))
 
     def watch(

@@ -53,7 +53,7 @@ class TabletServer(ServerBase):
             options.storage,
             lambda: ResultTracker(options.remember_responses_ttl_ms / 1000, options.remember_clients_ttl_ms / 1000),
         )
-        self.metrics = TabletServerMetrics(self.metrics_registry)
+        self.metrics = TabletServerMetrics(self.metrics_registry, options.metrics_enabled)
         self.tablets.write_metrics = self.metrics.writes
         self.scanners = ScannerRegistry(options.scanner_ttl_ms)
         # Scan calls read their batches on as many threads as the storage may use: the

@@ -28,6 +28,7 @@ class WriteMetrics:
 
     def __init__(self, metrics: LoopMetrics | None = None) -> None:
         metrics = metrics if metrics is not None else LoopMetrics()
+        self.enabled = metrics.enabled
         rows = metrics.counter(
             "nyala_tablet_rows_written_total",
             "Rows applied without error by writes this server's tablet leaders answered, by operation.",
@@ -42,6 +43,8 @@ class WriteMetrics:
 
     def count(self, ops: pa.Array, failed_rows: Iterable[int] = ()) -> None:
         """Count a write's rows: ``ops`` its op codes, ``failed_rows`` the positions that failed."""
+        if not self.enabled:
+            return
         counts = np.bincount(ops.to_numpy(zero_copy_only=False), minlength=len(self._by_code)).tolist()
         for row in failed_rows:
             counts[ops[row].as_py()] -= 1

@@ -14,7 +14,15 @@ from typing import Protocol
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["WalMetrics"]
+__all__ = ["NullWalMetrics", "WalMetrics"]
+
+
+class _Counts(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class _Observes(Protocol):
+    def observe(self, amount: float) -> None: ...
 
 
 class _CountsSegments(Protocol):
@@ -30,6 +38,13 @@ GROUP_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 class WalMetrics:
     """Appends, bytes, group sizes, sync latency, segments and GC of a server's logs."""
+
+    appends: _Counts
+    entries: _Counts
+    written_bytes: _Counts
+    group_size: _Observes
+    fsync_latency: _Observes
+    segments_gc: _Counts
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.appends = Counter(
@@ -68,6 +83,28 @@ class WalMetrics:
         with self._lock:
             logs = list(self._logs)
         return float(sum(log.segment_count for log in logs))
+
+
+class _Nothing:
+    """Takes every count and observation and keeps none."""
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def observe(self, amount: float) -> None:
+        pass
+
+
+class NullWalMetrics(WalMetrics):
+    """The WAL metrics of a server with metrics off: no lock taken, nothing kept or exported."""
+
+    def __init__(self) -> None:  # no super().__init__: nothing is created or registered
+        nothing = _Nothing()
+        self.appends = self.entries = self.written_bytes = self.segments_gc = nothing
+        self.group_size = self.fsync_latency = nothing
+
+    def track(self, log: _CountsSegments) -> None:
+        pass
 
 
 _unexported: WalMetrics | None = None

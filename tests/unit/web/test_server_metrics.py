@@ -231,3 +231,24 @@ def test_event_loop_lag_records_a_loop_blocked_by_a_handler() -> None:
 def test_event_loop_lag_refuses_a_zero_interval() -> None:
     with pytest.raises(ValueError, match="positive"):
         LoopLagMonitor(None, interval_s=0)
+
+
+def test_metrics_off_export_nothing_and_histograms_record_nothing() -> None:
+    registry = CollectorRegistry()
+    metrics = LoopMetrics(enabled=False)
+    latency = metrics.histogram("nyala_off_seconds", "Off.").child()
+    writes = WriteMetrics(metrics)
+    metrics.register_on(registry)
+    latency.observe(1.0)
+    writes.count(pa.array([OpType.INSERT], pa.int8()))
+    assert latency.count == 0
+    assert writes._rows["insert"].value == 0
+    assert samples(registry) == {}
+    assert samples(tserver_metrics_off()) == {}
+
+
+def tserver_metrics_off() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    TabletServerMetrics(registry, enabled=False)
+    MasterMetrics(registry, enabled=False)
+    return registry
