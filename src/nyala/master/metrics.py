@@ -25,6 +25,7 @@ from prometheus_client.registry import CollectorRegistry
 from nyala.catalog import TabletInfo
 from nyala.errors import NyalaError
 from nyala.master.leader import LeaderView
+from nyala.master.replica_cache import ReplicaCache
 from nyala.master.ts_manager import TSManager
 from nyala.metrics import LoopMetrics
 from nyala.proto import master_pb2 as mpb
@@ -38,18 +39,22 @@ TABLET_HEALTH = ("leaderless", "under_replicated", "creating", "healthy")
 TASK_KINDS = ("create", "delete", "alter", "evict", "add", "step_down", "tombstone", "move")
 
 
-def tablet_health(view: LeaderView, tablet: TabletInfo, live: Callable[[str], bool], rf: int) -> str:
-    """One of :data:`TABLET_HEALTH` for a live tablet of the catalog."""
+def tablet_health(
+    view: LeaderView, tablet: TabletInfo, live: Callable[[str], bool], rf: int, replicas: tuple[str, ...] | None = None
+) -> str:
+    """One of :data:`TABLET_HEALTH` for a live tablet of the catalog (``replicas``: its
+    replicas when the caller has them already)."""
+    members = tablet.replicas if replicas is None else replicas
     if tablet.creating:
         return "creating"
     if not view.leader_of(tablet):
         return "leaderless"
-    reports = view.replicas.reports(tablet.tablet_id)
+    report = view.replicas.report
     running = sum(
-        1 for uuid in tablet.replicas
-        if live(uuid) and (r := reports.get(uuid)) is not None and r.state == tpb.RUNNING and not r.error
+        1 for uuid in members
+        if live(uuid) and (r := report(uuid, tablet.tablet_id)) is not None and r.state == tpb.RUNNING and not r.error
     )  # fmt: skip
-    return "healthy" if running >= rf and len(tablet.replicas) >= rf else "under_replicated"
+    return "healthy" if running >= rf and len(members) >= rf else "under_replicated"
 
 
 class MasterMetrics:
@@ -81,6 +86,7 @@ class MasterMetrics:
         self._tasks_sent: Callable[[], dict[str, int]] = dict
         self._tasks_in_flight: Callable[[], Sequence[tuple[str, str, str]]] = list
         self._rebalance: Callable[[], tuple[int, int]] = lambda: (0, 0)
+        self._replicas = ReplicaCache()
         metrics.counter_callback(
             "nyala_master_tablet_tasks_total",
             "Tablet server calls the leader sent for its catalog, by kind: create, delete, alter; the "
@@ -187,10 +193,10 @@ class MasterMetrics:
         live = {d.uuid for d in ts.all() if ts.is_live(d)}
         rf = {t.table_id: t.num_replicas for t in view.catalog.live_tables()}
         counts: Counter[str] = Counter()
-        for tablet in view.catalog.all_tablets():
+        for tablet, replicas in self._replicas.walk(view.catalog.all_tablets()):
             if tablet.dead or tablet.table_id not in rf:
                 continue
-            counts[tablet_health(view, tablet, live.__contains__, rf[tablet.table_id])] += 1
+            counts[tablet_health(view, tablet, live.__contains__, rf[tablet.table_id], replicas)] += 1
         return [((health,), float(counts.get(health, 0))) for health in TABLET_HEALTH]
 
 

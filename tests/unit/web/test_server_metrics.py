@@ -14,6 +14,7 @@ from nyala.catalog import CatalogState
 from nyala.errors import InvalidArgument, NotTheLeader
 from nyala.master.leader import LeaderView
 from nyala.master.metrics import MasterMetrics, tablet_health
+from nyala.master.replica_cache import ReplicaCache
 from nyala.master.replicas import ReplicaReport
 from nyala.master.ts_manager import TSManager
 from nyala.metrics import LoopMetrics
@@ -252,3 +253,20 @@ def tserver_metrics_off() -> CollectorRegistry:
     TabletServerMetrics(registry, enabled=False)
     MasterMetrics(registry, enabled=False)
     return registry
+
+
+def test_the_replica_cache_decodes_a_tablet_again_only_when_its_entry_changed() -> None:
+    view, tablet_id = running_view()
+    cache = ReplicaCache()
+    first = {tablet.tablet_id: replicas for tablet, replicas in cache.walk(view.catalog.all_tablets())}
+    tablet = view.catalog.tablet(tablet_id)
+    assert tablet is not None
+    assert first[tablet_id] == servers()
+    assert cache.replicas(tablet) is first[tablet_id]  # the same tuple: not decoded again
+    moved = view.catalog.tablet(tablet_id)
+    assert moved is not None
+    view.commit(with_config(view.catalog, moved, (*servers()[:2], "f" * 32), 3))
+    changed = view.catalog.tablet(tablet_id)
+    assert changed is not None
+    assert changed is not tablet
+    assert cache.replicas(changed) == (*servers()[:2], "f" * 32)
