@@ -256,7 +256,7 @@ class TabletReplica:
         result: EntryResult = await self._entry_joiner.submit(pending)
         if result.error is not None:
             raise result.error
-        self.write_metrics.count(kept_ops, [f.row for f in result.row_failures])
+        self.write_metrics.count(kept_ops, [f.row for f in result.row_failures], ops.only_op)
         return response_from_result(self.tablet_id, result, dropped, failures)
 
     def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:

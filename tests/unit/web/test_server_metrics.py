@@ -54,10 +54,11 @@ def test_rows_written_count_by_base_operation_without_the_failed_rows() -> None:
     ops = pa.array([OpType.INSERT, OpType.INSERT, OpType.UPSERT_IGNORE, OpType.UPDATE, OpType.DELETE_IGNORE],
                    pa.int8())  # fmt: skip
     writes.count(ops, failed_rows=[1])
+    writes.count(pa.array([OpType.UPSERT] * 3, pa.int8()), failed_rows=[2], only_op=OpType.UPSERT)
     writes.row_errors.inc()
     got = samples(registry)
     assert got[("nyala_tablet_rows_written_total", (("op", "insert"),))] == 1
-    assert got[("nyala_tablet_rows_written_total", (("op", "upsert"),))] == 1
+    assert got[("nyala_tablet_rows_written_total", (("op", "upsert"),))] == 3  # 1, and 2 of a batch of 3
     assert got[("nyala_tablet_rows_written_total", (("op", "update"),))] == 1
     assert got[("nyala_tablet_rows_written_total", (("op", "delete"),))] == 1
     assert got[("nyala_tablet_row_errors_total", ())] == 1

@@ -19,7 +19,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from nyala.consensus.core import PeerProgress, Role
 from nyala.metrics import LoopMetrics
-from nyala.wal.metrics import NullWalMetrics, WalMetrics
+from nyala.wal.metrics import WalMetrics
 
 __all__ = ["COMMIT_BUCKETS_S", "ObservedReplica", "RaftMetrics"]
 
@@ -48,7 +48,7 @@ class RaftMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None, enabled: bool = True) -> None:
         self._set = metrics = LoopMetrics(enabled)
-        self.wal = WalMetrics(registry) if enabled else NullWalMetrics()
+        self.wal = WalMetrics(registry, enabled)
         self.leader_changes = metrics.counter(
             "nyala_raft_leader_changes_total", "Times a replica of this server learned of a new leader."
         ).child()
