@@ -25,8 +25,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 LOCATIONS = {"/dc1/rack-a": 1, "/dc1/rack-b": 1, "/dc1/rack-c": 1}
 TABLES = ("orders", "customers")
-#: Words an error page or a failed render would show.
-ERROR_WORDS = ("internal error", "Traceback", "no page ", "not the leader", "503", "500 ")
+#: What the web server's error answers say (they are plain text, so they have no title either).
+ERROR_WORDS = ("internal error", "Traceback", "no page ", "NotTheLeader", "ServiceUnavailable", "Error:")
 
 
 def _require_browser() -> None:
@@ -88,7 +88,7 @@ def visit(driver: object, url: str, shot: Path) -> str:
     assert shot.stat().st_size > 1000
     for word in ERROR_WORDS:
         assert word not in text, f"{url} shows {word!r}:\n{text[:2000]}"
-    assert "Nyala" in driver.title
+    assert "Nyala" in driver.title, f"{url} is not a page of the web server: {text[:500]}"
     return text
 
 
