@@ -17,7 +17,7 @@ workloads of ``cluster_write_bench.py`` and ``cluster_scan_bench.py``:
 Per figure it prints the rate and the servers' CPU per row of every run, and the overhead as
 1 - (on / off) of the medians over the pairs; CPU per row is the steadier measure on a
 shared machine, where rates move with the neighbours' load.  While ``/metrics`` is not
-scraped the overhead is counting alone; one scrape per 15 s costs a few milliseconds more.
+scraped the overhead is counting alone; scrapes come on top, once per scrape interval.
 
 On a two-core machine shared with other work the cluster figures move by 10 to 30 % from run
 to run, more than the overhead to be measured.  So the benchmark also times, in this process
@@ -218,7 +218,7 @@ def report(runs: list[Run], counting: dict[str, tuple[float, float]], scan_rows_
         for on in (True, False):
             mine = [r for r in runs if r.metrics is on]
             rates = " ".join(f"{r.rate[name]:>10,.0f}" for r in mine)
-            cpus = " ".join(f"{r.cpu_us[name]:>8.2f}" for r in mine)
+            cpus = " ".join(f"{r.cpu_us[name]:>8.3f}" for r in mine)
             print(f"{name:<28} {'on' if on else 'off':<8} {rates:<44} {cpus:<40}")
     print()
     print(f"{'figure':<28} {'rate on/off':>12} {'rate overhead':>14} {'CPU/row on/off':>15} {'CPU overhead':>13}")

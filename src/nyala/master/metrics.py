@@ -10,7 +10,7 @@ Per server and bounded, like every Nyala metric: no series names a table, tablet
   ``move``), rebalancing rounds and moves started, replica work in flight.
 - Gauges computed when scraped, on the leader only (a follower has no catalog to count):
   tablet servers by liveness and maintenance state, and tablets by health, one pass over the
-  catalog (a few milliseconds for 10,000 tablets).
+  catalog (tens of milliseconds for 10,000 tablets, docs/benchmarks.md).
 """
 
 from __future__ import annotations
