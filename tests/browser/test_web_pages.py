@@ -18,6 +18,7 @@ from nyala.client import Partitioning, schema
 from nyala.client.sync import Client
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 from nyala.testing.wait import wait_for
+from tests.integration.test_web import wait_tservers_live
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,6 +66,7 @@ def browser(tmp_path: Path) -> Iterator[object]:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MiniCluster]:
     with MiniCluster(tmp_path / "cluster", MiniClusterOptions(), locations=LOCATIONS) as mc:
+        wait_tservers_live(mc)
         client = Client(mc.master_addresses_flag)
         try:
             kv = schema([("id", "int64"), ("v", "string")], primary_key=["id"])

@@ -73,9 +73,21 @@ def metrics(url: str) -> dict[str, float]:
     return totals
 
 
+def wait_tservers_live(cluster: MiniCluster) -> None:
+    """Until the leader master counts every tablet server live (a busy machine may delay the
+    first heartbeats past the master's warm-up, after which too few servers is a bad request)."""
+
+    def live() -> int:
+        status, body = get(cluster.masters[0].url + "/api/tservers")
+        return int(json.loads(body)["summary"]["live"]) if status == 200 else 0
+
+    wait_for(lambda: live() == len(cluster.tservers), what="every tablet server to heartbeat to the master")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[MiniCluster]:
     with MiniCluster(tmp_path, MiniClusterOptions(num_masters=1, num_tservers=3)) as mc:
+        wait_tservers_live(mc)
         yield mc
 
 
@@ -214,6 +226,7 @@ def test_servers_with_metrics_off_serve_and_export_nothing(tmp_path: Path) -> No
     off = ("--no-metrics-enabled",)
     options = MiniClusterOptions(num_masters=1, num_tservers=1, master_flags=off, tserver_flags=off)
     with MiniCluster(tmp_path, options) as mc:
+        wait_tservers_live(mc)
         client = Client(mc.master_addresses_flag)
         try:
             kv = schema([("id", "int64"), ("v", "string")], primary_key=["id"])
