@@ -138,6 +138,11 @@ def test_the_master_and_tablet_server_pages_show_tables_replicas_and_servers(
         assert location in locations
     assert "Placement policy violations" in locations
 
+    tasks = visit(browser, master.url + "/tasks", shots / "master-tasks.png")
+    assert "Replica work in progress" in tasks
+    assert "Re-replication: config changes owed to tablets" in tasks
+    assert "Sent create" in tasks  # the counters of the calls that created the tablets
+
     replicas = visit(browser, tserver.url + "/tablets", shots / "tserver-tablets.png")
     for name in TABLES:
         assert name in replicas
