@@ -2,7 +2,7 @@
 
 Each pair starts two clusters one after the other, the same in all but one flag: every server
 with metrics (the default) and every server with ``--no-metrics-enabled`` (histograms record
-nothing, the WAL takes no metric lock, no event-loop sampler or process collector, empty
+nothing, no event-loop sampler or process collector, nothing exported, an empty
 ``/metrics``).  The order alternates from pair to pair (on/off, off/on, ...) so that drift
 in the machine's load falls on both sides alike.  On each cluster (one master, three tablet
 servers, RF 3, fsync on, leaders spread evenly, the servers' default timings), with the

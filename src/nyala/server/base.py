@@ -63,8 +63,8 @@ class ServerOptions:
     )
     metrics_enabled: bool = setting(
         True,
-        "Count metrics and export them on /metrics.  Off, histograms record nothing, the WAL takes no "
-        "metric lock and /metrics is empty: the way to measure what metrics cost.",
+        "Count metrics and export them on /metrics.  Off, histograms record nothing, the event-loop "
+        "sampler does not run and /metrics is empty: the way to measure what metrics cost.",
         "advanced",
     )
 
