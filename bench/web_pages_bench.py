@@ -6,7 +6,11 @@ process, and times each master page (handler plus HTML, and the JSON form) the w
 server calls them, ``--repeat`` times (the median counts).  The reference is the same pages
 for 10 tablets, measured in the same run: a page that pages its rows and summarises the
 rest costs about the same for both, a page that walks every tablet grows with them.  The
-``/metrics`` collectors of the master (tablets by health) are timed the same way.
+``/metrics`` collectors of the master (tablets by health) are timed the same way.  On the
+tablet server's side, a server hosting as many replicas: its ``/tablets`` page (a summary by
+state and role over all, one page of rows) and its ``/metrics`` (gauges summed over every
+replica), and apart the sum of bytes on disk that a worker thread refreshes at every
+maintenance pass (two ``stat`` calls a replica, of a real file).
 
 Usage: ``python bench/web_pages_bench.py [--tablets 10000] [--tservers 30] [--repeat 5]``.
 Figures are printed, never asserted.
@@ -16,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,6 +36,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from bench._cluster import median
 from nyala.catalog import CatalogOptions, CatalogState, NewTablet, create_table_write, validate_create_table
+from nyala.consensus.core import Role
 from nyala.master.leader import LeaderView
 from nyala.master.metrics import MasterMetrics
 from nyala.master.replicas import ReplicaReport
@@ -39,6 +47,8 @@ from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import ColumnSchema, HashDimension, Partitioner, PartitionSchema, Schema
+from nyala.tserver.metrics import TabletServerMetrics
+from nyala.tserver.web import TabletServerPages
 from nyala.web import PageRequest
 from nyala.web.query import Query
 from nyala.web.render import render_html, render_json
@@ -135,6 +145,57 @@ def timings(num_tablets: int, num_tservers: int, repeat: int) -> dict[str, float
     return out
 
 
+class FakeStore:
+    """What the tablet server's pages and gauges read of a store; sizes ``stat`` a real file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def file_size_bytes(self) -> int:
+        return sum(os.path.getsize(p) for p in (self.path, self.path))
+
+    def memrowset_rows(self) -> int:
+        return 100
+
+    def memrowset_bytes(self) -> int:
+        return 10_000
+
+
+def fake_replica(i: int, path: str) -> SimpleNamespace:
+    raft = SimpleNamespace(role=Role.LEADER if i % 3 == 0 else Role.FOLLOWER, term=2, leader_id=f"{i % 30:032x}",
+                           last_index=100, commit_index=100, applied_index=100,
+                           wal=SimpleNamespace(segment_count=2))  # fmt: skip
+    return SimpleNamespace(tablet_id=f"{i:032x}", state=tpb.RUNNING, state_name="RUNNING", raft=raft,
+                           store=FakeStore(path), meta=SimpleNamespace(table_name=f"table{i // 1000:03d}"))  # fmt: skip
+
+
+def tserver_timings(num_tablets: int, repeat: int, path: str) -> dict[str, float]:
+    replicas = [fake_replica(i, path) for i in range(num_tablets)]
+    manager = SimpleNamespace(tablets=lambda: replicas)
+    pages = TabletServerPages(manager, None, None, None, None, lambda: "")  # type: ignore[arg-type]
+    registry = CollectorRegistry()
+    metrics = TabletServerMetrics(registry)
+    metrics.watch(tablets=lambda: replicas, flushes=lambda: 0, scanners_open=lambda: 0,  # type: ignore[arg-type,return-value]
+                  scanners_expired=lambda: 0, copy_counters=lambda: None, copy_source=lambda: None,
+                  copies_in_progress=lambda: 0)  # fmt: skip
+    cases: dict[str, Callable[[], int]] = {
+        "tserver /tablets": page_timer("/tablets", pages.tablet_list, {}),
+        "tserver /metrics": lambda: len(generate_latest(registry)),
+        # Off the event loop: the maintenance pass's worker thread.
+        "tserver disk bytes": lambda: asyncio.run(metrics.refresh_disk_bytes()) or 0,
+    }
+    out: dict[str, float] = {}
+    for name, case in cases.items():
+        case()
+        seconds = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            case()
+            seconds.append(time.perf_counter() - start)
+        out[name] = median(seconds)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tablets", type=int, default=10_000, help="tablets in the catalog")
@@ -146,6 +207,11 @@ def main() -> None:
     print(f"building a catalog of {args.tablets:,} tablets and of 10 tablets ...", flush=True)
     big = timings(args.tablets, args.tservers, args.repeat)
     small = timings(10, args.tservers, args.repeat)
+    with tempfile.NamedTemporaryFile() as file:
+        file.write(b"x" * 4096)
+        file.flush()
+        big.update(tserver_timings(args.tablets, args.repeat, file.name))
+        small.update(tserver_timings(10, args.repeat, file.name))
     print(f"{'page':<20} {f'{args.tablets:,} tablets (ms)':>20} {'10 tablets (ms)':>16} {'ratio':>8}")
     for name in big:
         print(f"{name:<20} {big[name] * 1e3:>20.1f} {small[name] * 1e3:>16.1f} {big[name] / small[name]:>8.1f}")

@@ -178,6 +178,7 @@ class TabletServer(ServerBase):
         self.copy_sources.start()
         self.heartbeater.start()
         await self.tablets.open_all()
+        await self.metrics.refresh_disk_bytes()
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="tserver-maintenance")
 
     async def _stop(self) -> None:
@@ -197,3 +198,4 @@ class TabletServer(ServerBase):
             await asyncio.sleep(interval)
             await self.tablets.flush_old_memrowsets(self.tserver_options.storage.flush_threshold_secs)
             await self.tablets.checkpoint_large_tablets(self.tserver_options.tablet_checkpoint_wal_size_bytes)
+            await self.metrics.refresh_disk_bytes()

@@ -87,6 +87,7 @@ class FakeTablet:
 
 
 def tserver_metrics(tablets: list[FakeTablet], counters: CopyCounters | None = None) -> CollectorRegistry:
+    """A tablet server's registry reading ``tablets``, its disk bytes refreshed once."""
     registry = CollectorRegistry()
     metrics = TabletServerMetrics(registry)
     metrics.watch(
@@ -99,6 +100,7 @@ def tserver_metrics(tablets: list[FakeTablet], counters: CopyCounters | None = N
         copies_in_progress=lambda: 0,
     )
     metrics.rows_scanned.inc(40)
+    asyncio.run(metrics.refresh_disk_bytes())
     return registry
 
 
