@@ -68,6 +68,8 @@ bench: $(VENV)/.stamp-bench jar
 	$(PY) bench/tablet_copy_bench.py
 	$(PY) bench/recovery_bench.py
 	$(PY) bench/spark_bench.py
+	$(PY) bench/metrics_overhead_bench.py
+	$(PY) bench/web_pages_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data $(JAR)

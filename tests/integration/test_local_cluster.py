@@ -34,10 +34,21 @@ def test_local_cluster_outlives_the_command_and_stops_from_another(tmp_path: Pat
     try:
         # A private IP block would be nicer, but local-cluster's fixed 127.0.0.x addresses are
         # the user-facing behaviour under test; no other test binds them.
-        started = nyala("local-cluster", "start", "--masters", "1", "--tservers", "2", "--dir", str(root))
+        prometheus = tmp_path / "prometheus" / "prometheus.yml"
+        started = nyala("local-cluster", "start", "--masters", "1", "--tservers", "2", "--dir", str(root),
+                        "--prometheus-config", str(prometheus))  # fmt: skip
         assert started.returncode == 0, started.stderr
         assert "masters:  127.0.0.1:7051" in started.stdout
         assert "http://127.0.0.1:8051" in started.stdout
+        assert "http://127.0.0.11:8050" in started.stdout
+        scrape = prometheus.read_text()
+        assert '      - targets: ["127.0.0.1:8051"]' in scrape
+        assert '      - targets: ["127.0.0.10:8050", "127.0.0.11:8050"]' in scrape
+        assert "NyalaTabletWithoutLeader" in (prometheus.parent / "nyala-alerts.yml").read_text()
+        again_config = nyala("local-cluster", "prometheus-config", "--dir", str(root), "--output",
+                             str(tmp_path / "again.yml"))  # fmt: skip
+        assert again_config.returncode == 0, again_config.stderr
+        assert (tmp_path / "again.yml").read_text() == scrape
         pids = server_pids(root)
         assert len(pids) == 3
         assert all(pid_alive(p) for p in pids)  # still running after the command exited

@@ -264,6 +264,12 @@ class AutoRebalancer:
             log.info("auto rebalancing: starting %d moves (%s)", len(started), _phases(started))
         return started
 
+    def moves_in_progress(self) -> list[tuple[str, int, float]]:
+        """(tablet id, config index the move was sent with, seconds since) of the moves sent
+        within the settle time: until the catalog's config moves past that index."""
+        now = time.monotonic()
+        return [(t, index, now - at) for t, (index, at) in self._started.items() if now - at < self._settle_s]
+
     def _sent_recently(self, tablet_id: str, config_index: int) -> bool:
         started = self._started.get(tablet_id)
         return started is not None and started[0] == config_index

@@ -36,6 +36,7 @@ from nyala.catalog import (
 from nyala.errors import AlreadyPresent, InvalidArgument, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
+from nyala.master.metrics import MasterMetrics
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
 from nyala.placement import PlacementConstraint, place_new_tablet
@@ -59,6 +60,8 @@ class Ddl:
         # A master that just started has not heard every tablet server yet (nothing about them
         # is persisted): too few live servers then means "retry", not "bad request".
         self._warm_up_s = manager.options.tserver_warm_up_s
+        #: Where operations and placements are counted (the server's metrics).
+        self.metrics = MasterMetrics()
 
     def _live_tservers(self, view: LeaderView, num_replicas: int) -> int:
         live = view.sync_tservers(self._ts)
@@ -93,6 +96,7 @@ class Ddl:
                 if constraint.strict:  # the table's own policy cannot be met: a bad request, not a retry
                     raise InvalidArgument(f"table {table_name!r}: {e}") from None
                 raise
+            self.metrics.placed("new_tablet", "policy_met" if placed.policy_met else "policy_violated")
             if not placed.policy_met:  # best effort (seed 000): placed anyway, and said so
                 log.warning("tablet %s of table %s: %s", tablet_id, table_id, placed.explain())
             tablets.append(NewTablet(tablet_id, p, placed.tserver_uuids))
@@ -120,6 +124,10 @@ class Ddl:
                 )
 
     async def create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
+        with self.metrics.catalog_operation("create_table"):
+            return await self._create_table(request, timeout_s)
+
+    async def _create_table(self, request: mpb.CreateTableRequestPB, timeout_s: float | None) -> str:
         view = self._manager.leader()
         num_replicas = request.num_replicas or self._manager.options.catalog.default_num_replicas
         live = self._live_tservers(view, num_replicas)
@@ -154,6 +162,10 @@ class Ddl:
         return view.create_done(view.catalog.find_table(ident))
 
     async def delete_table(self, request: mpb.DeleteTableRequestPB) -> None:
+        with self.metrics.catalog_operation("delete_table"):
+            await self._delete_table(request)
+
+    async def _delete_table(self, request: mpb.DeleteTableRequestPB) -> None:
         async def write() -> tuple[TableInfo, int]:
             view = self._manager.leader()
             table = view.catalog.find_table(request.table)
@@ -167,6 +179,10 @@ class Ddl:
         self._tasks.kick()
 
     async def alter_table(self, request: mpb.AlterTableRequestPB, timeout_s: float | None) -> int:
+        with self.metrics.catalog_operation("alter_table"):
+            return await self._alter_table(request, timeout_s)
+
+    async def _alter_table(self, request: mpb.AlterTableRequestPB, timeout_s: float | None) -> int:
         async def write() -> TableInfo:
             view = self._manager.leader()
             table = view.catalog.find_table(request.table)

@@ -31,6 +31,7 @@ from nyala.errors import NyalaError, ServiceUnavailable
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper, LocationMappingError
+from nyala.master.metrics import MasterMetrics
 from nyala.master.replica_management import decide, stale_replica_cas
 from nyala.master.replicas import ReplicaReport
 from nyala.master.tablet_tasks import TabletTasks
@@ -67,8 +68,11 @@ class HeartbeatHandler:
         self._locations = locations
         self._orphans_logged: set[str] = set()
         self._refusals_logged: dict[str, float] = {}  # tablet server uuid -> when last logged
+        #: Where heartbeats are counted (the server's metrics; nothing exported by default).
+        self.metrics = MasterMetrics()
 
     async def handle(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
+        self.metrics.heartbeats.value += 1
         location = await self._registration_location(request) if request.HasField("registration") else ""
         outcome = self._ts.heartbeat(request, location)
         response = mpb.TSHeartbeatResponsePB(

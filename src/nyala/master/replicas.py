@@ -74,6 +74,15 @@ class ReplicaView:
     def report(self, server_uuid: str, tablet_id: str) -> ReplicaReport | None:
         return self._by_tablet.get(tablet_id, {}).get(server_uuid)
 
+    def in_state(self, state: int) -> list[tuple[str, str, ReplicaReport]]:
+        """(tablet id, server uuid, report) of every replica last reported in ``state``."""
+        return [
+            (tablet_id, uuid, report)
+            for tablet_id, reports in self._by_tablet.items()
+            for uuid, report in reports.items()
+            if report.state == state
+        ]
+
     def leader(self, tablet_id: str) -> tuple[str, int]:
         """(leader uuid, term) from the report of the highest term that names a leader, or ("", 0).
 

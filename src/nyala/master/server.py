@@ -19,6 +19,7 @@ from nyala.master.ddl import Ddl
 from nyala.master.heartbeats import HeartbeatHandler
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
+from nyala.master.metrics import MasterMetrics
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers, own_and_all_addresses
 from nyala.master.rebalance_lease import RebalanceLease
@@ -81,13 +82,29 @@ class Master(ServerBase):
         self.heartbeats = HeartbeatHandler(
             self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks, self.locations
         )
+        self.metrics = MasterMetrics(self.metrics_registry, options.server.metrics_enabled)
+        self.heartbeats.metrics = self.ddl.metrics = self.tablet_tasks.metrics = self.metrics
+        self.metrics.watch(
+            view=self.catalog_manager.leader,
+            ts_manager=self.ts_manager,
+            tasks_sent=lambda: self.tablet_tasks.sent,
+            tasks_in_flight=self.tablet_tasks.in_flight,
+            rebalance=lambda: (self.auto_rebalancer.rounds, self.auto_rebalancer.moves_started),
+        )
         MasterService(self).register(self.rpc)
         self._opening: asyncio.Task[None] | None = None
         #: Set when the catalog cannot be opened; ``run`` then exits with it.
         self.fatal: BaseException | None = None
         self._fatal_event = asyncio.Event()
         self.pages = MasterPages(
-            self.uuid, self.catalog_manager, self.ts_manager, self.peers, self.messenger, lambda: self.fatal
+            self.uuid,
+            self.catalog_manager,
+            self.ts_manager,
+            self.peers,
+            self.messenger,
+            lambda: self.fatal,
+            self.tablet_tasks,
+            self.auto_rebalancer,
         )
 
     def _add_pages(self, web: WebServer) -> None:

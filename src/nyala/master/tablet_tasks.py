@@ -45,6 +45,7 @@ from nyala.consensus.core import ChangeKind
 from nyala.errors import Aborted, NotFound, NyalaError
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import DEFAULT_LOCATION, LeaderView
+from nyala.master.metrics import MasterMetrics
 from nyala.master.replica_management import Repair, RepairKind
 from nyala.master.ts_manager import TSManager
 from nyala.placement import Move, place_replacement
@@ -98,6 +99,8 @@ class TabletTasks:
         self.sent = dict.fromkeys(kinds, 0)
         self._unplaceable_logged: set[str] = set()  # tablets whose replacement found no server
         self._leader_asked: dict[str, float] = {}  # tablet id -> when a leader transfer was last sent
+        #: Where placements are counted (the server's metrics).
+        self.metrics = MasterMetrics()
 
     def start(self, view: LeaderView) -> None:
         self.stop()
@@ -204,11 +207,13 @@ class TabletTasks:
                 constraint=table.placement.for_range(tablet.partition.range),
             )
         except NyalaError as e:
+            self.metrics.placed("replacement", "no_server")
             if tablet.tablet_id not in self._unplaceable_logged:
                 self._unplaceable_logged.add(tablet.tablet_id)
                 log.warning("tablet %s is under-replicated and no server can take a replica: %s", tablet.tablet_id, e)
             return ""
         self._unplaceable_logged.discard(tablet.tablet_id)
+        self.metrics.placed("replacement", "policy_met" if placed.policy_met else "policy_violated")
         if not placed.policy_met:
             log.warning("replacement replica of tablet %s: %s", tablet.tablet_id, placed.explain())
         return placed.tserver_uuids[0]
@@ -296,6 +301,14 @@ class TabletTasks:
                 self._calls.pop(key, None)
 
         self._calls[key] = loop.create_task(run(), name=f"{key[0]}-{key[1][:8]}-{key[2][:8]}")
+
+    def in_flight(self) -> list[TaskKey]:
+        """(kind, tablet id, server uuid) of the calls running now."""
+        return list(self._calls)
+
+    def retries_pending(self) -> dict[TaskKey, float]:
+        """Calls that failed and wait to be retried, with the loop time of the retry."""
+        return dict(self._retry_at)
 
     def start_move(self, tablet_id: str, leader: str, cas_config_index: int, move: Move) -> bool:
         """Send the BulkChangeConfig that starts ``move`` to the tablet's ``leader``, unless a

@@ -1,4 +1,4 @@
-"""The master's web pages: tables, a table's tablets, tablet servers, masters, locations.
+"""The master's web pages: tables, a table's tablets, tablet servers, masters, locations, tasks.
 
 Every page reads what the master keeps in memory: the leader's catalog and replica reports
 (:class:`~nyala.master.leader.LeaderView`), the tablet-server registry
@@ -16,10 +16,14 @@ from collections.abc import Callable, Sequence
 from nyala.catalog import TableInfo, TabletInfo
 from nyala.common.hostport import HostPort
 from nyala.errors import NotFound, NyalaError
+from nyala.master.auto_rebalancer import AutoRebalancer
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.leader import LeaderView
 from nyala.master.peers import MasterPeers
+from nyala.master.replica_cache import ReplicaCache
+from nyala.master.replica_management import Repair
 from nyala.master.replicas import ReplicaReport
+from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSDescriptor, TSManager
 from nyala.placement import Verdict, check_constraint, check_tablet
 from nyala.proto import common_pb2
@@ -66,8 +70,14 @@ class MasterPages:
         peers: MasterPeers,
         messenger: Messenger,
         fatal: Callable[[], BaseException | None],
+        tasks: TabletTasks | None = None,
+        rebalancer: AutoRebalancer | None = None,
     ) -> None:
-        """``fatal`` tells why the sys catalog could not open (None while it opens or once it did)."""
+        """``fatal`` tells why the sys catalog could not open (None while it opens or once it did);
+        ``tasks`` and ``rebalancer`` show the replica work in progress on ``/tasks``."""
+        self.tasks = tasks
+        self.rebalancer = rebalancer
+        self._replicas = ReplicaCache()
         self.uuid = uuid
         self.catalog_manager = catalog_manager
         self.ts_manager = ts_manager
@@ -81,6 +91,7 @@ class MasterPages:
         web.page("/tservers", self.tservers, paged=True, nav="Tablet servers")
         web.page("/masters", self.masters, nav="Masters")
         web.page("/locations", self.locations, nav="Locations")
+        web.page("/tasks", self.replica_work, paged=True, nav="Tasks")
 
     def _view(self) -> LeaderView:
         return self.catalog_manager.leader()  # NotTheLeader (503 naming the leader) on followers
@@ -94,7 +105,8 @@ class MasterPages:
 
         def row(table: TableInfo) -> list[Cell]:
             tablets = view.catalog.tablets_of(table.table_id)
-            states = Counter(_enum_name(mpb.SysTabletsEntryPB.State, t.state) for t in tablets)
+            by_code = Counter(t.state for t in tablets)  # named once per state, not per tablet
+            states = {_enum_name(mpb.SysTabletsEntryPB.State, code): n for code, n in by_code.items()}
             state = _enum_name(mpb.SysTablesEntryPB.State, table.entry.state)
             return [
                 Link(table.name, f"/tables/{table.table_id}"),
@@ -191,7 +203,7 @@ class MasterPages:
             view: LeaderView | None = self._view()
         except NyalaError:
             view = None  # a follower knows registrations and liveness only
-        counts = {} if view is None else view.catalog.replica_counts()
+        counts = {} if view is None else self._replica_counts(view)
         servers = ts.all()
         offset, limit = request.query.page()
 
@@ -229,6 +241,16 @@ class MasterPages:
             ],
         )
 
+    def _replica_counts(self, view: LeaderView) -> dict[str, int]:
+        """Replicas per tablet server in the committed configs of live tablets (``replica_counts``
+        of the catalog, with each tablet's replicas decoded once per change)."""
+        counts: dict[str, int] = {}
+        for tablet, replicas in self._replicas.walk(view.catalog.all_tablets()):
+            if not tablet.dead:
+                for uuid in replicas:
+                    counts[uuid] = counts.get(uuid, 0) + 1
+        return counts
+
     # -- masters ------------------------------------------------------------------------------
 
     async def masters(self, request: PageRequest) -> Page:
@@ -256,7 +278,7 @@ class MasterPages:
         servers = ts.all()
         location_of = {d.uuid: d.location or NO_LOCATION for d in servers}
         per_location: dict[str, list[int]] = {}  # location -> [servers, live, replicas]
-        counts = view.catalog.replica_counts()
+        counts = self._replica_counts(view)
         for d in servers:
             entry = per_location.setdefault(location_of[d.uuid], [0, 0, 0])
             entry[0] += 1
@@ -267,18 +289,26 @@ class MasterPages:
         live_per_location = {loc: n[1] for loc, n in per_location.items() if n[1]}
         violations: list[list[Cell]] = []
         if len(per_location) > 1:
+            # Unconstrained tablets share a handful of (replication factor, replicas' locations)
+            # shapes: each shape is checked once, so 10,000 tablets cost 10,000 lookups.
+            verdicts: dict[tuple[int, tuple[tuple[str, bool], ...]], str] = {}
             for table in view.catalog.live_tables():
                 for tablet in view.catalog.tablets_of(table.table_id):
+                    replicas = self._replicas.replicas(tablet)
                     constraint = table.placement.for_range(tablet.partition.range)
                     if constraint.strict:  # judged by the table's own policy (docs/placement.md)
-                        where = [location_of[u] for u in tablet.replicas if u in location_of]
+                        where = [location_of[u] for u in replicas if u in location_of]
                         own = check_constraint(constraint, table.num_replicas, where, live_per_location)
                         if own.outside or not own.policy.met:
                             violations.append([table.name, tablet.tablet_id, own.explain(constraint)])
                         continue
-                    check = check_tablet(table.num_replicas, tablet.replicas, placement_of)
-                    if check.verdict is not Verdict.MET:
-                        violations.append([table.name, tablet.tablet_id, check.explain()])
+                    shape = (table.num_replicas, tuple(sorted(placement_of[u] for u in replicas if u in placement_of)))
+                    problem = verdicts.get(shape)
+                    if problem is None:
+                        check = check_tablet(table.num_replicas, replicas, placement_of)
+                        problem = verdicts[shape] = "" if check.verdict is Verdict.MET else check.explain()
+                    if problem:
+                        violations.append([table.name, tablet.tablet_id, problem])
         rows: list[list[Cell]] = [[loc, n[0], n[1], n[2], round(n[2] / n[0], 1) if n[0] else 0.0]
                                   for loc, n in sorted(per_location.items())]  # fmt: skip
         offset, limit = request.query.page()
@@ -297,6 +327,73 @@ class MasterPages:
                 ),
             ],
         )
+
+    # -- replica work in progress -------------------------------------------------------------
+
+    def replica_work(self, request: PageRequest) -> Page:
+        """Tablet server calls in flight and waiting to retry, config changes owed (re-replication),
+        replicas being copied, and rebalancing moves on their way (each table paged alike)."""
+        view = self._view()
+        offset, limit = request.query.page()
+        now = asyncio.get_running_loop().time()
+        in_flight = [] if self.tasks is None else sorted(self.tasks.in_flight())
+        retries = [] if self.tasks is None else sorted(self.tasks.retries_pending().items())
+        repairs = sorted(view.repairs.values(), key=lambda r: r.tablet_id)
+        copying = sorted(view.replicas.in_state(tpb.COPYING))
+        moves = [] if self.rebalancer is None else sorted(self.rebalancer.moves_in_progress())
+        sent = {} if self.tasks is None else dict(self.tasks.sent)
+
+        def table_of(tablet_id: str) -> Cell:
+            tablet = view.catalog.tablet(tablet_id)
+            table = view.catalog.table(tablet.table_id) if tablet is not None else None
+            return Link(table.name, f"/tables/{table.table_id}") if table is not None else ""
+
+        def task_row(key: tuple[str, str, str]) -> list[Cell]:
+            kind, tablet_id, uuid = key
+            return [kind, tablet_id, table_of(tablet_id), self._server_name(uuid)]
+
+        def retry_row(item: tuple[tuple[str, str, str], float]) -> list[Cell]:
+            (kind, tablet_id, uuid), at = item
+            return [kind, tablet_id, table_of(tablet_id), self._server_name(uuid), round(max(0.0, at - now), 1)]
+
+        def repair_row(repair: Repair) -> list[Cell]:
+            return [repair.kind.value, repair.tablet_id, table_of(repair.tablet_id), self._server_name(repair.leader),
+                    self._server_name(repair.target) if repair.target else "(placed when sent)",
+                    repair.cas_config_index]  # fmt: skip
+
+        def copy_row(item: tuple[str, str, ReplicaReport]) -> list[Cell]:
+            tablet_id, uuid, report = item
+            return [tablet_id, table_of(tablet_id), self._server_name(uuid), report.error]
+
+        def move_row(item: tuple[str, int, float]) -> list[Cell]:
+            tablet_id, index, age = item
+            return [tablet_id, table_of(tablet_id), index, round(age, 1)]
+
+        summary: dict[str, Cell] = {
+            "calls_in_flight": len(in_flight),
+            "calls_waiting_to_retry": len(retries),
+            "re_replication_steps_owed": len(repairs),
+            "replicas_being_copied": len(copying),
+            "rebalancing_moves_settling": len(moves),
+            "rebalancing_moves_started": 0 if self.rebalancer is None else self.rebalancer.moves_started,
+        }
+        summary.update({f"sent_{kind}": n for kind, n in sent.items()})
+        tablet_server = ["kind", "tablet_id", "table", "tserver"]
+        return Page(
+            "Replica work in progress",
+            [
+                Fields("summary", summary, "Summary (counters since this master started)"),
+                paged("in_flight", tablet_server, in_flight, task_row, offset, limit, "Tablet server calls in flight"),
+                paged("retries", [*tablet_server, "retry_in_s"], retries, retry_row, offset, limit,
+                      "Calls that failed, waiting to retry"),
+                paged("repairs", ["kind", "tablet_id", "table", "leader", "target", "cas_config_index"], repairs,
+                      repair_row, offset, limit, "Re-replication: config changes owed to tablets"),
+                paged("copies", ["tablet_id", "table", "tserver", "error"], copying, copy_row, offset, limit,
+                      "Replicas being copied (reported COPYING)"),
+                paged("moves", ["tablet_id", "table", "config_index", "seconds_since_sent"], moves, move_row, offset,
+                      limit, "Rebalancing moves on their way to the catalog"),
+            ],
+        )  # fmt: skip
 
     # -- health and status --------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-__all__ = ["LATENCY_BUCKETS_S", "CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]
+__all__ = ["LATENCY_BUCKETS_S", "CounterCallback", "CounterFamily", "GaugeCallback", "HistogramFamily", "LoopMetrics"]
 
 #: Latency buckets from 50 us to 30 s: an inline RPC takes tens of microseconds, an fsync
 #: milliseconds, a DDL call seconds.
@@ -56,6 +56,15 @@ class HistogramChild:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+
+class NullHistogramChild(HistogramChild):
+    """A histogram series that records nothing: what a server with metrics off observes into."""
+
+    __slots__ = ()
+
+    def observe(self, value: float) -> None:
+        pass
 
 
 class _Family:
@@ -110,8 +119,10 @@ class HistogramFamily(_Family):
         documentation: str,
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = LATENCY_BUCKETS_S,
+        enabled: bool = True,
     ) -> None:
         super().__init__(name, documentation, labelnames)
+        self._child_type = HistogramChild if enabled else NullHistogramChild
         bounds = [float(b) for b in buckets if not math.isinf(b)]
         if bounds != sorted(set(bounds)) or not bounds:
             raise ValueError(f"bucket bounds of {name} must be increasing and not empty: {buckets}")
@@ -124,7 +135,7 @@ class HistogramFamily(_Family):
         found = self._children.get(labels)
         if found is None:
             self._check(labels)
-            found = self._children[labels] = HistogramChild(self.bounds)
+            found = self._children[labels] = self._child_type(self.bounds)
         return found
 
     def observe(self, value: float, *labels: str) -> None:
@@ -162,6 +173,29 @@ class GaugeCallback(_Family):
         return family
 
 
+class CounterCallback(GaugeCallback):
+    """A counter whose value lives elsewhere (a component's own tally), read at scrape time.
+
+    The component keeps counting as it always did; the read must never go down (a tally
+    reset with its owner would look like a counter reset to Prometheus, which it handles).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        read: Callable[[], Iterable[tuple[Sequence[str], float]]],
+        labelnames: Sequence[str] = (),
+    ) -> None:
+        super().__init__(name.removesuffix("_total"), documentation, read, labelnames)
+
+    def collect(self) -> Metric:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labels, value in self._read():
+            family.add_metric(list(labels), value)
+        return family
+
+
 def _float_text(value: float) -> str:
     return "+Inf" if math.isinf(value) else repr(float(value))
 
@@ -170,9 +204,15 @@ Family = CounterFamily | HistogramFamily | GaugeCallback
 
 
 class LoopMetrics(Collector):
-    """The collector of a set of families; register it with :meth:`register_on`."""
+    """The collector of a set of families; register it with :meth:`register_on`.
 
-    def __init__(self) -> None:
+    ``enabled=False`` (a server started with metrics off) makes histograms record nothing and
+    :meth:`register_on` export nothing; counters still add up (an attribute update each), so
+    that code reading them for its own purposes keeps working.
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self._families: list[Family] = []
 
     def add(self, family: Family) -> Family:
@@ -191,7 +231,7 @@ class LoopMetrics(Collector):
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = LATENCY_BUCKETS_S,
     ) -> HistogramFamily:
-        family = HistogramFamily(name, documentation, labelnames, buckets)
+        family = HistogramFamily(name, documentation, labelnames, buckets, self.enabled)
         self._families.append(family)
         return family
 
@@ -206,9 +246,20 @@ class LoopMetrics(Collector):
         self._families.append(family)
         return family
 
+    def counter_callback(
+        self,
+        name: str,
+        documentation: str,
+        read: Callable[[], Iterable[tuple[Sequence[str], float]]],
+        labelnames: Sequence[str] = (),
+    ) -> CounterCallback:
+        family = CounterCallback(name, documentation, read, labelnames)
+        self._families.append(family)
+        return family
+
     def register_on(self, registry: CollectorRegistry | None) -> None:
         """Export the families through ``registry`` (None: keep counting, export nothing)."""
-        if registry is not None:
+        if registry is not None and self.enabled:
             registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
@@ -219,7 +270,9 @@ class LoopMetrics(Collector):
         # Registration checks names for clashes from describe(); families without children
         # still name their series, and no gauge callback runs before the server is ready.
         for family in self._families:
-            if isinstance(family, GaugeCallback):
+            if isinstance(family, CounterCallback):
+                yield CounterMetricFamily(family.name, family.documentation, labels=family.labelnames)
+            elif isinstance(family, GaugeCallback):
                 yield GaugeMetricFamily(family.name, family.documentation, labels=family.labelnames)
             else:
                 yield family.collect()

@@ -35,8 +35,8 @@ class MethodMetrics:
 class RpcMetrics:
     """Every metric of one RPC server (and of the messenger beside it, for its connections)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self._set = LoopMetrics()
+    def __init__(self, registry: CollectorRegistry | None = None, enabled: bool = True) -> None:
+        self._set = LoopMetrics(enabled)
         self.calls: CounterFamily = self._set.counter(
             "nyala_rpc_calls_total", "RPC calls received, by method, whatever their outcome.", ["method"]
         )

@@ -21,6 +21,7 @@ from nyala.consensus.core import RaftOptions
 from nyala.consensus.runtime import RaftReplica, RaftTransport
 from nyala.consensus.runtime.metrics import RaftMetrics
 from nyala.errors import InvalidArgument
+from nyala.metrics.event_loop import LoopLagMonitor
 from nyala.proto import common_pb2
 from nyala.rpc import Messenger, RpcOptions, RpcServer
 from nyala.rpc.metrics import RpcMetrics
@@ -60,6 +61,12 @@ class ServerOptions:
     webserver_interface: str = setting(
         "", "Address the web server listens on; empty means the host of rpc_bind_address."
     )
+    metrics_enabled: bool = setting(
+        True,
+        "Count metrics and export them on /metrics.  Off, histograms record nothing, the event-loop "
+        "sampler does not run and /metrics is empty: the way to measure what metrics cost.",
+        "advanced",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.webserver_port < 65536:
@@ -82,8 +89,11 @@ class ServerBase:
         self.instance = common_pb2.NodeInstancePB(permanent_uuid=self.uuid, instance_seqno=time.time_ns() // 1000)
         # This server's own registry: several servers may share a process (tests).
         self.metrics_registry = CollectorRegistry()
-        ProcessCollector(namespace="nyala", registry=self.metrics_registry)
-        self.rpc = RpcServer(options.rpc, metrics=RpcMetrics(self.metrics_registry))
+        enabled = options.metrics_enabled
+        if enabled:
+            ProcessCollector(namespace="nyala", registry=self.metrics_registry)
+        self.loop_lag = LoopLagMonitor(self.metrics_registry if enabled else None)
+        self.rpc = RpcServer(options.rpc, metrics=RpcMetrics(self.metrics_registry, enabled))
         # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
         self.messenger = Messenger(options.rpc, faults=active_faults())
         self.rpc.metrics.watch_connections(outbound=self.messenger.open_connections)
@@ -95,7 +105,7 @@ class ServerBase:
             self.messenger,
             self.rpc,
             tick_interval_ms=options.raft.raft_tick_interval_ms,
-            metrics=RaftMetrics(self.metrics_registry),
+            metrics=RaftMetrics(self.metrics_registry, enabled),
         )
         self.transport.metrics.watch(self.replicas)
         self.address = bind
@@ -127,6 +137,8 @@ class ServerBase:
         self.address = await self.rpc.start(self.options.rpc_bind_address)
         self.transport.address = self.address
         self.transport.start()
+        if self.options.metrics_enabled:
+            self.loop_lag.start()
         if self.web is not None:
             await self._start_web(self.web)
         await self._start()
@@ -165,6 +177,7 @@ class ServerBase:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.loop_lag.stop()
         if self.web is not None:
             await self.web.stop()
         await self._stop()

@@ -55,6 +55,9 @@ class TabletStoreManager:
         self._checkpointing = 0
         self._tablets: dict[str, DuckDBTabletStore] = {}
         self._closed = False
+        #: MemRowSets written to DuckDB by every tablet (flush threads and maintenance).
+        self.flushes = 0
+        self._flushes_lock = threading.Lock()
 
     # --- paths ------------------------------------------------------------------------
 
@@ -72,6 +75,10 @@ class TabletStoreManager:
             if self._closed:
                 raise IllegalState("the tablet store manager is closed")
             return self._conn.cursor()
+
+    def note_flush(self) -> None:
+        with self._flushes_lock:  # flush threads of several tablets may finish at once
+            self.flushes += 1
 
     @contextlib.contextmanager
     def checkpointing_commits(self) -> Iterator[None]:

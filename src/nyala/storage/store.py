@@ -78,6 +78,10 @@ class TabletHost(Protocol):
         """Detach the tablet (calling its :meth:`DuckDBTabletStore.release`) and forget it."""
         ...
 
+    def note_flush(self) -> None:
+        """Count one MemRowSet written to DuckDB (the server's flush metric)."""
+        ...
+
 
 def _shadowed_keys(mrs: AnyMemRowSet, frozen: AnyMemRowSet | None) -> pa.Table:
     """The keys whose DuckDB rows the MemRowSet or the frozen one have replaced."""
@@ -617,6 +621,7 @@ class DuckDBTabletStore:
                 self._frozen = None
                 self._durable = index
                 self._flush_ended.notify_all()
+            self._host.note_flush()
         except BaseException as e:  # no caller to tell: the tablet fails, the Raft log keeps the rows
             with self._lock:
                 self._failed = storage_error(self._tablet_id, "flush", e)
@@ -660,6 +665,7 @@ class DuckDBTabletStore:
         with self._host.checkpointing_commits():
             self._guard("flush", lambda: self._transaction(self._write_memrowset, self._applied))
         self._flushed(self._applied)
+        self._host.note_flush()
 
     def flush(self, older_than_s: float = 0.0) -> bool:
         """Write the MemRowSet to DuckDB in one transaction when its oldest row is at least

@@ -9,6 +9,10 @@ Every server also serves its web pages and Prometheus metrics on its RPC port pl
 the URLs and ``status --format json`` maps each server's RPC address to its URL under
 ``"http"``.
 
+``--prometheus-config FILE`` (on ``start``, or ``nyala local-cluster prometheus-config`` for a
+cluster already running) writes a Prometheus configuration scraping every server, grouped by
+location, and the alert rules it loads (``nyala-alerts.yml`` beside it).
+
 ``--locations /dc1/rack1:2,/dc1/rack2:2`` gives each location one address (127.0.0.10, .11,
 ...) shared by its tablet servers (ports 7050, 7051, ...) and makes the masters map addresses
 to locations with a generated script (``DIR/location-mapping.sh``); ``--client-location``
@@ -25,6 +29,7 @@ import click
 from nyala.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
+from nyala.tools.prometheus_config import ALERT_RULES_FILE, ScrapeTarget, alert_rules, scrape_config
 
 __all__ = ["local_cluster"]
 
@@ -49,6 +54,13 @@ def local_cluster() -> None:
     help="Tablet servers per location, like /dc1/rack1:2,/dc1/rack2:2,/dc1/rack3:2 (replaces --tservers).",
 )
 @click.option("--client-location", default="", help="Location of clients on this machine, like /dc1/rack1.")
+@click.option(
+    "--prometheus-config",
+    "prometheus_config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a Prometheus configuration scraping every server to this file (and its alert rules beside it).",
+)
 def start(
     num_masters: int,
     num_tservers: int,
@@ -58,6 +70,7 @@ def start(
     raft_tick_interval_ms: int,
     locations: str,
     client_location: str,
+    prometheus_config: Path | None,
 ) -> None:
     """Start a cluster (or restart the one already in DIR) and wait until every server is ready."""
     if (root / CLUSTER_FILE).exists():
@@ -96,6 +109,39 @@ def start(
         if server.http_address is not None:
             click.echo(f"  {server.process.name:<12} {server.url}")
     click.echo(f"logs:     {root / 'logs'}")
+    if prometheus_config is not None:
+        _write_prometheus_config(cluster, root, prometheus_config)
+
+
+@local_cluster.command("prometheus-config")
+@click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DIR, show_default=True)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="File to write the Prometheus configuration to (the alert rules go beside it).",
+)
+def prometheus_config_command(root: Path, output: Path) -> None:
+    """Write a Prometheus configuration scraping every server of the cluster in DIR."""
+    _write_prometheus_config(_load(root), root, output)
+
+
+def _write_prometheus_config(cluster: MiniCluster, root: Path, output: Path) -> None:
+    targets = [
+        ScrapeTarget(s.kind, str(s.http_address), s.location)
+        for s in [*cluster.masters, *cluster.tservers]
+        if s.http_address is not None
+    ]
+    if not targets:
+        raise click.ClickException("no server of this cluster serves web pages (--webserver-port 0)")
+    rules = output.parent / ALERT_RULES_FILE
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        rules.write_text(alert_rules())
+        output.write_text(scrape_config(targets, root.resolve().name, rule_files=[ALERT_RULES_FILE]))
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the Prometheus configuration: {exc}") from exc
+    click.echo(f"prometheus: {output} (alert rules in {rules})")
 
 
 @local_cluster.command()

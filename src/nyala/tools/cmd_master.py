@@ -133,6 +133,13 @@ def master() -> None:
     help="Address the web server listens on (default: the host of --rpc-bind-address).",
 )
 @click.option(
+    "--metrics-enabled/--no-metrics-enabled",
+    default=True,
+    show_default=True,
+    help="Count metrics (Prometheus /metrics); off, /metrics is empty and nothing is counted (for measuring "
+    "what metrics cost).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -160,6 +167,7 @@ def start(
     max_create_tablets_per_ts: int,
     webserver_port: int,
     webserver_interface: str,
+    metrics_enabled: bool,
     log_level: str,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
@@ -173,6 +181,7 @@ def start(
                 rpc_bind_address=rpc_bind_address,
                 webserver_port=webserver_port,
                 webserver_interface=webserver_interface,
+                metrics_enabled=metrics_enabled,
                 raft=RaftOptions(
                     raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
                 ),

@@ -155,6 +155,13 @@ def tserver() -> None:
     help="Address the web server listens on (default: the host of --rpc-bind-address).",
 )
 @click.option(
+    "--metrics-enabled/--no-metrics-enabled",
+    default=True,
+    show_default=True,
+    help="Count metrics (Prometheus /metrics); off, /metrics is empty and nothing is counted (for measuring "
+    "what metrics cost).",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -183,6 +190,7 @@ def start(
     flush_threshold_rows: int,
     webserver_port: int,
     webserver_interface: str,
+    metrics_enabled: bool,
     log_level: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
@@ -195,6 +203,7 @@ def start(
             rpc_bind_address=rpc_bind_address,
             webserver_port=webserver_port,
             webserver_interface=webserver_interface,
+            metrics_enabled=metrics_enabled,
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,

@@ -55,6 +55,7 @@ from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import TabletStateMachine
 from nyala.tserver.tablet import TabletReplica
 from nyala.tserver.tablet_copy_client import COPY_TMP_SUFFIX, CopyRequest, CopySource, Downloaded, TabletCopyClient
+from nyala.tserver.write_metrics import WriteMetrics
 
 __all__ = [
     "CopyStatus",
@@ -130,6 +131,8 @@ class TabletManager:
         self.before_delete: Callable[[str], None] = lambda _tablet_id: None
         #: Fetches tablet copies into this server; None refuses StartTabletCopy.
         self.copy_client: TabletCopyClient | None = None
+        #: Where the replicas count the rows of the writes they lead (the server's metrics).
+        self.write_metrics = WriteMetrics()
         #: At most this many tablet copies run into this server at once.
         self.max_copies = 10
         self._copies: dict[str, asyncio.Task[None]] = {}
@@ -213,7 +216,7 @@ class TabletManager:
                 return None
             meta = meta.with_state(DataState.READY)
             meta.save(directory)
-        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker())
+        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker(), self.write_metrics)
         if meta.data_state is DataState.TOMBSTONED:
             self._delete_data(meta.tablet_id, directory)
             tablet.set_state(tpb.TOMBSTONED)
@@ -300,7 +303,7 @@ class TabletManager:
     async def _create_new(self, meta: TabletMetadata, config: RaftConfig) -> TabletReplica:
         directory = self._dir / meta.tablet_id
         await asyncio.to_thread(self._prepare_directory, meta, directory)
-        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker())
+        tablet = TabletReplica(directory, MetadataFile(directory, meta), self._new_tracker(), self.write_metrics)
         self._tablets[meta.tablet_id] = tablet
         raft: RaftReplica | None = None
         try:
@@ -480,6 +483,7 @@ class TabletManager:
         tablet: TabletReplica | None = None
         outcome = "cancelled"
         client.counters.started += 1
+        started_at = time.perf_counter()
         # The seconds of each step, logged once the copy is installed (the benchmark reads them).
         phases: dict[str, float] = {}
         mark = time.perf_counter()
@@ -534,9 +538,11 @@ class TabletManager:
                 # failed (a test, remote-replica copy) finds nothing of it left.
                 if outcome == "installed":
                     client.counters.completed += 1
+                    client.counters.installed_s.observe(time.perf_counter() - started_at)
                     status.state = tpb.TabletCopyStatusPB.COMPLETED
                 else:
                     client.counters.failed += 1
+                    client.counters.failed_s.observe(time.perf_counter() - started_at)
                     status.state, status.error = tpb.TabletCopyStatusPB.FAILED, f"tablet copy {outcome}"
                 self._copies.pop(tablet_id, None)
                 self._note_copy(status)
@@ -552,7 +558,9 @@ class TabletManager:
                     await self._delete_locked(existing, tombstone=True, reason="replaced by a tablet copy")
             directory = self._dir / tablet_id
             await asyncio.to_thread(self._write_copying, directory, source)
-            tablet = TabletReplica(directory, MetadataFile(directory, source.metadata), self._new_tracker())
+            tablet = TabletReplica(
+                directory, MetadataFile(directory, source.metadata), self._new_tracker(), self.write_metrics
+            )
             tablet.set_state(tpb.COPYING)
             self._tablets[tablet_id] = tablet
         self._changed()

@@ -13,6 +13,7 @@ from nyala.tserver.admin import AdminService
 from nyala.tserver.consensus_admin import ConsensusAdminService
 from nyala.tserver.heartbeat import Heartbeater
 from nyala.tserver.manager import TabletManager
+from nyala.tserver.metrics import TabletServerMetrics
 from nyala.tserver.options import TabletServerOptions
 from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.scanners import ScannerRegistry
@@ -52,6 +53,8 @@ class TabletServer(ServerBase):
             options.storage,
             lambda: ResultTracker(options.remember_responses_ttl_ms / 1000, options.remember_clients_ttl_ms / 1000),
         )
+        self.metrics = TabletServerMetrics(self.metrics_registry, options.metrics_enabled)
+        self.tablets.write_metrics = self.metrics.writes
         self.scanners = ScannerRegistry(options.scanner_ttl_ms)
         # Scan calls read their batches on as many threads as the storage may use: the
         # server's share of the cores.  The shared default executor spread them over up to
@@ -62,6 +65,7 @@ class TabletServer(ServerBase):
         )
         self.admin = AdminService(self.uuid, self.tablets, self.scanners, self.transport.directory)
         self.consensus_admin = ConsensusAdminService(self.uuid, self.tablets, self.transport.directory)
+        self.service.metrics = self.metrics
         self.service.register(self.rpc)
         self.admin.register(self.rpc)
         self.consensus_admin.register(self.rpc)
@@ -107,6 +111,15 @@ class TabletServer(ServerBase):
         self.tablets.on_copy_needed = self._copy_needed
         self.transport.on_unknown_group = self._unknown_group
         TabletCopyService(self.uuid, self.copy_sources, self.tablets).register(self.rpc)
+        self.metrics.watch(
+            tablets=self.tablets.tablets,
+            flushes=lambda: self.tablets.stores.flushes,
+            scanners_open=lambda: len(self.scanners.sessions()),
+            scanners_expired=lambda: self.scanners.expired,
+            copy_counters=lambda: self.tablets.copy_client.counters if self.tablets.copy_client else None,
+            copy_source=lambda: self.copy_sources,
+            copies_in_progress=lambda: len(self.tablets.copies_in_progress()),
+        )
         self._maintenance: asyncio.Task[None] | None = None
         self.pages = TabletServerPages(
             self.tablets,
@@ -165,6 +178,7 @@ class TabletServer(ServerBase):
         self.copy_sources.start()
         self.heartbeater.start()
         await self.tablets.open_all()
+        await self.metrics.refresh_disk_bytes()
         self._maintenance = asyncio.get_running_loop().create_task(self._maintain(), name="tserver-maintenance")
 
     async def _stop(self) -> None:
@@ -184,3 +198,4 @@ class TabletServer(ServerBase):
             await asyncio.sleep(interval)
             await self.tablets.flush_old_memrowsets(self.tserver_options.storage.flush_threshold_secs)
             await self.tablets.checkpoint_large_tablets(self.tserver_options.tablet_checkpoint_wal_size_bytes)
+            await self.metrics.refresh_disk_bytes()

@@ -33,6 +33,7 @@ from nyala.rpc import CallContext, RpcServer
 from nyala.services import CHECKSUM, GET_TABLET_SERVER_STATUS, LIST_TABLETS, SCAN, WRITE
 from nyala.storage import ScanSpec
 from nyala.tserver.manager import TabletManager
+from nyala.tserver.metrics import TabletServerMetrics
 from nyala.tserver.options import TabletServerOptions
 from nyala.tserver.result_tracker import request_id_from_pb
 from nyala.tserver.scan_spec import plan_scan
@@ -74,6 +75,8 @@ class TabletService:
         self._status = status
         self._more_status = more_status
         self.counters = Counters()
+        #: Rows written and scanned (the server's metrics; nothing exported by default).
+        self.metrics = TabletServerMetrics()
 
     def register(self, rpc: RpcServer) -> None:
         rpc.add_method(WRITE, self.write)
@@ -99,6 +102,7 @@ class TabletService:
             request_id,
         )
         self.counters.writes_served += 1
+        self.metrics.writes.row_errors.value += len(response.per_row_errors)
         return response
 
     # -- Scan ---------------------------------------------------------------------------------
@@ -178,6 +182,8 @@ class TabletService:
             self._scanners.close(session.scanner_id)
         if chunk.ipc_stream is not None:
             ctx.add_sidecar(chunk.ipc_stream)
+            self.metrics.bytes_scanned.value += chunk.ipc_stream.size
+        self.metrics.rows_scanned.value += chunk.num_rows
         return tpb.ScanResponsePB(
             scanner_id=session.scanner_id if chunk.has_more else b"",
             has_more_results=chunk.has_more,

@@ -58,6 +58,7 @@ from nyala.tserver.metadata import MetadataFile, TabletMetadata
 from nyala.tserver.partition_filter import PartitionFilter
 from nyala.tserver.result_tracker import ResultTracker
 from nyala.tserver.state_machine import JoinedResult, check_schema_change
+from nyala.tserver.write_metrics import WriteMetrics
 from nyala.tserver.write_response import outside_partition, response_from_result, write_response
 
 __all__ = ["ROLE_TO_PB", "TabletReplica", "config_to_pb"]
@@ -90,8 +91,16 @@ def config_to_pb(config: RaftConfig) -> consensus_pb2.RaftConfigPB:
 class TabletReplica:
     """A tablet's replica on this server and everything it needs to serve."""
 
-    def __init__(self, directory: Path, metadata: MetadataFile, tracker: ResultTracker | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        metadata: MetadataFile,
+        tracker: ResultTracker | None = None,
+        write_metrics: WriteMetrics | None = None,
+    ) -> None:
         self.directory = directory
+        #: Where this replica, as leader, counts the rows of the writes it answers.
+        self.write_metrics = write_metrics if write_metrics is not None else WriteMetrics()
         #: Answers of applied writes by request id (exactly-once retries).
         self.tracker = tracker if tracker is not None else ResultTracker()
         #: Checksums of this replica's rows at checksum markers (ksck's checksum scan).
@@ -247,6 +256,7 @@ class TabletReplica:
         result: EntryResult = await self._entry_joiner.submit(pending)
         if result.error is not None:
             raise result.error
+        self.write_metrics.count(kept_ops, [f.row for f in result.row_failures], ops.only_op)
         return response_from_result(self.tablet_id, result, dropped, failures)
 
     def _check_schema_version(self, version: int, meta: TabletMetadata) -> None:

@@ -56,6 +56,7 @@ from nyala.errors import (
     StorageError,
 )
 from nyala.files import fsync_dir
+from nyala.metrics.loop import HistogramChild
 from nyala.proto import tablet_copy_pb2 as tcpb
 from nyala.rpc import Messenger
 from nyala.schema import Partition, PartitionSchema, Schema
@@ -286,6 +287,10 @@ class Throttler:
             await asyncio.sleep(wait)
 
 
+#: A small tablet copies in a fraction of a second, a large one in minutes.
+COPY_DURATION_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+
 @dataclass
 class CopyCounters:
     """This server's tablet copies as a destination (reported by GetStatus)."""
@@ -295,6 +300,9 @@ class CopyCounters:
     failed: int = 0
     bytes_within_location: int = 0
     bytes_across_locations: int = 0
+    #: Seconds from a copy's start to its end, by outcome (exported as a histogram).
+    installed_s: HistogramChild = field(default_factory=lambda: HistogramChild(COPY_DURATION_BUCKETS_S))
+    failed_s: HistogramChild = field(default_factory=lambda: HistogramChild(COPY_DURATION_BUCKETS_S))
 
 
 @dataclass(frozen=True, slots=True)

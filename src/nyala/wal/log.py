@@ -52,6 +52,8 @@ class Log:
         """Use :meth:`open`."""
         self.directory = directory
         self.metrics = metrics
+        #: This log's counts (only the committer updates them; the server's metrics sum them).
+        self._tally = metrics.tally()
         self.tablet_id = tablet_id
         self.options = options
         self.anchors = anchors
@@ -250,21 +252,21 @@ class Log:
         needed = len(header) + len(payload) + FOOTER_SIZE
         if segment.has_records and segment.offset + needed > self.options.segment_size_bytes:
             segment = self._roll_over()
-        metrics = self.metrics
+        tally = self._tally
         try:
             offset = segment.write(header, payload)
             if self.options.fsync_enabled:
                 started = time.perf_counter()
                 segment.sync()
-                metrics.fsync_latency.observe(time.perf_counter() - started)
+                tally.fsync.observe(time.perf_counter() - started)
         except OSError as exc:
             raise IOFailure(f"{segment.path}: write or sync failed: {exc.strerror}") from exc
-        metrics.appends.inc(len(group))
-        metrics.group_size.observe(len(group))
-        metrics.written_bytes.inc(len(header) + len(payload))
+        tally.appends += len(group)
+        tally.group_size.observe(len(group))
+        tally.written_bytes += len(header) + len(payload)
         index, seqno = self._index, segment.seqno
         updates = _index_updates(group)
-        metrics.entries.inc(sum(last - first + 1 for first, last, runs in updates if runs is not None))
+        tally.entries += sum(last - first + 1 for first, last, runs in updates if runs is not None)
         with self._state_lock:
             for first, last, runs in updates:
                 if runs is None:
@@ -402,7 +404,7 @@ class Log:
                 self._index.drop_segments_through(victims[-1].seqno)
         self._delete_files(victims)
         if victims:
-            self.metrics.segments_gc.inc(len(victims))
+            self._tally.gc_segments += len(victims)
         return victims
 
     def _delete_files(self, victims: list[SegmentInfo]) -> None:
@@ -423,6 +425,7 @@ class Log:
                 return
             self._closed = True
         self._committer.stop()
+        self.metrics.retire(self._tally)  # nothing counts into it any more
         try:
             self._preallocator.discard()
             with self._state_lock:

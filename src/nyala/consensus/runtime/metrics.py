@@ -46,9 +46,9 @@ COMMIT_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class RaftMetrics:
     """Counters the replicas update on the event loop, and gauges read from them when scraped."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self._set = metrics = LoopMetrics()
-        self.wal = WalMetrics(registry)
+    def __init__(self, registry: CollectorRegistry | None = None, enabled: bool = True) -> None:
+        self._set = metrics = LoopMetrics(enabled)
+        self.wal = WalMetrics(registry, enabled)
         self.leader_changes = metrics.counter(
             "nyala_raft_leader_changes_total", "Times a replica of this server learned of a new leader."
         ).child()
