@@ -115,3 +115,13 @@ def test_ksck_json_has_locations_round_trips_and_warnings(cluster: FakeCluster, 
     assert report["locations"][0]["tservers"] == 3
     assert len(report["rtt_ms"]) == 3
     assert all(v is not None and v >= 0 for v in report["rtt_ms"].values())
+
+
+def test_an_even_replication_factor_must_be_split_evenly_over_two_locations() -> None:
+    two = {"e1": ("/east", True), "e2": ("/east", True), "e3": ("/east", True), "w1": ("/west", True)}
+    two |= {"w2": ("/west", True), "w3": ("/west", True)}
+    assert judge_placement("t", 4, tablet("e1", "e2", "w1", "w2"), two) is None
+    warning = judge_placement("t", 4, tablet("e1", "e2", "e3", "w1"), two)
+    assert warning is not None
+    assert "violated in /east (/east: 3, /west: 1; at most 2 of 4 replicas per location" in warning
+    assert "another layout would comply" in warning
