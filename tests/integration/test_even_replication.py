@@ -3,8 +3,9 @@
 Two locations of two tablet servers.  With the option, a table of RF 4 is created, each tablet
 split 2 + 2 over the locations (seed 000's location-aware durability: every committed write is
 on three of four replicas, so on both locations), ksck finds nothing against the placement
-policy, and rows are written and read back.  Without the option (the default), RF 4 is refused
-with an error that names the option, and nothing is created.
+policy, and rows are written and read back.  Without the option (the default) an even factor
+is refused and nothing is created: test_cluster_e2e.py checks that on a real cluster, and
+tests/unit/catalog/test_validate.py that the error names the option.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import nyala
-from nyala import errors
 from nyala.client import Partitioning, schema
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 from nyala.testing.wait import wait_for
@@ -52,14 +52,3 @@ def test_rf4_is_split_evenly_over_two_locations_with_the_option(tmp_path: Path) 
         assert sorted(table.to_arrow().column("id").to_pylist()) == list(range(50))
         report = client.run(ksck(client.aio, timeout_s=30, tables=["even"]))
         assert [w for w in report.warnings if "placement policy" in w] == []
-
-
-def test_rf4_is_refused_without_the_option(tmp_path: Path) -> None:
-    with (
-        start(tmp_path) as cluster,
-        nyala.connect(cluster.master_addresses_flag, timeout_s=60) as client,
-    ):
-        wait_for(lambda: sum(s.live for s in client.list_tablet_servers()) == 4, what="four live tablet servers")
-        with pytest.raises(errors.InvalidArgument, match="--allow-unsafe-replication-factor"):
-            client.create_table("even", SCHEMA, Partitioning().add_hash_partitions("id", 2), num_replicas=4)
-        assert "even" not in client.list_tables()

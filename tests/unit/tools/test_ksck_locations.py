@@ -155,3 +155,13 @@ def test_a_leader_location_alone_adds_only_the_leader_check() -> None:
     assert warning == "tablet tab1 of table 't' breaks its placement policy: leader outside /b"
     led = TabletInfo("tab1", "", (ReplicaInfo("a1", "", "", "FOLLOWER"), ReplicaInfo("b1", "", "", "LEADER")))
     assert judge_constraint("t", 2, led, constraint, location_of, live, set()) is None
+
+
+def test_an_even_replication_factor_must_be_split_evenly_over_two_locations() -> None:
+    two = {"e1": ("/east", True), "e2": ("/east", True), "e3": ("/east", True), "w1": ("/west", True)}
+    two |= {"w2": ("/west", True), "w3": ("/west", True)}
+    assert judge_placement("t", 4, tablet("e1", "e2", "w1", "w2"), two) is None
+    warning = judge_placement("t", 4, tablet("e1", "e2", "e3", "w1"), two)
+    assert warning is not None
+    assert "violated in /east (/east: 3, /west: 1; at most 2 of 4 replicas per location" in warning
+    assert "another layout would comply" in warning
