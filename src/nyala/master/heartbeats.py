@@ -13,9 +13,9 @@ A report is processed per tablet:
 - a DELETED tablet or a removed table: the replica is queued for DeleteTablet unless it
   already is a tombstone;
 - otherwise the report is recorded (role, term, schema version) and, when the tablet leaves
-  CREATING (a leader is reported) or its leader reports a newer committed config, the tablet
-  is persisted with one catalog write per report; a leader reporting an older schema version
-  than the table's queues an AlterSchema.
+  CREATING (a leader is reported), its leader reports a newer committed config, or a new
+  leader reports itself, the tablet is persisted with one catalog write per report; a leader
+  reporting an older schema version than the table's queues an AlterSchema.
 
 A report whose catalog write fails is answered with ``needs_full_tablet_report`` so the
 tablet server sends everything again.
@@ -228,7 +228,17 @@ def tablet_update(tablet: TabletInfo, uuid: str, reported: mpb.ReportedTabletPB)
         entry.committed_config.CopyFrom(cs.committed_config)
         entry.leader_uuid = uuid
         entry.reported_term = cs.current_term
+    elif leads and _new_leader(cs, entry or tablet.entry):
+        # A new leader is persisted too (seed 002: the catalog holds each tablet's current
+        # leader), so a follower master's locations, served from the catalog alone, name it.
+        entry = entry or copy_tablet_entry(tablet.entry)
+        entry.leader_uuid = uuid
+        entry.reported_term = cs.current_term
     return entry
+
+
+def _new_leader(cs: consensus_rpc_pb2.ConsensusStatePB, stored: mpb.SysTabletsEntryPB) -> bool:
+    return stored.leader_uuid != cs.leader_uuid and cs.current_term >= stored.reported_term
 
 
 def _newer_config(cs: consensus_rpc_pb2.ConsensusStatePB, stored: mpb.SysTabletsEntryPB) -> bool:

@@ -16,6 +16,7 @@ from nyala.errors import NyalaError
 from nyala.master.auto_rebalancer import AutoRebalancer
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
+from nyala.master.follower_reads import FollowerCatalog
 from nyala.master.heartbeats import HeartbeatHandler
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
@@ -28,6 +29,7 @@ from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
 from nyala.master.tserver_lifecycle import TServerLifecycle
 from nyala.master.web import MasterPages
+from nyala.proto import master_pb2 as mpb
 from nyala.server import ServerBase
 from nyala.web import WebServer
 from nyala.web.view import Cell
@@ -53,6 +55,7 @@ class Master(ServerBase):
         )
         self.ts_manager = TSManager(options.tserver_unresponsive_timeout_ms)
         self.catalog_manager = CatalogManager(options, self.peers)
+        self.follower_catalog = FollowerCatalog()
         self.tablet_tasks = TabletTasks(
             self.catalog_manager,
             self.ts_manager,
@@ -129,10 +132,20 @@ class Master(ServerBase):
 
             store.on_unregistered = unregistered
             try:
+                # The follower-read view starts from what is stored and folds every write applied
+                # after it, in order, on this loop (before the replica counts it applied).
+                self.follower_catalog.open(await asyncio.to_thread(store.load))
+
+                def applied(writes: list[mpb.CatalogWritePB]) -> None:  # on the apply thread
+                    loop.call_soon_threadsafe(self.follower_catalog.writes_applied, writes)
+
+                store.on_applied = applied
                 replica = await self._open_replica(store)
             except BaseException:
                 await asyncio.to_thread(store.close)
                 raise
+            self.follower_catalog.attach(lambda: replica.applied_index)
+            replica.on_leader_contact = self.follower_catalog.heard_from_leader
             self.catalog_manager.start(replica, store)
             log.info("sys catalog open: masters %s", {u[:8]: str(a) for u, a in self.peers.by_uuid.items()})
         except asyncio.CancelledError:

@@ -246,8 +246,10 @@ class ListMastersResponsePB(_message.Message):
     def __init__(self, masters: _Optional[_Iterable[_Union[MasterEntryPB, _Mapping]]] = ...) -> None: ...
 
 class ListTabletServersRequestPB(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("max_staleness_ms",)
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    max_staleness_ms: int
+    def __init__(self, max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class ListTabletServersResponsePB(_message.Message):
     __slots__ = ("servers", "catalog_known")
@@ -433,10 +435,12 @@ class AlterTableResponsePB(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ...) -> None: ...
 
 class ListTablesRequestPB(_message.Message):
-    __slots__ = ("name_filter",)
+    __slots__ = ("name_filter", "max_staleness_ms")
     NAME_FILTER_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     name_filter: str
-    def __init__(self, name_filter: _Optional[str] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, name_filter: _Optional[str] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class ListTablesResponsePB(_message.Message):
     __slots__ = ("tables",)
@@ -456,10 +460,12 @@ class ListTablesResponsePB(_message.Message):
     def __init__(self, tables: _Optional[_Iterable[_Union[ListTablesResponsePB.TableInfo, _Mapping]]] = ...) -> None: ...
 
 class GetTableSchemaRequestPB(_message.Message):
-    __slots__ = ("table",)
+    __slots__ = ("table", "max_staleness_ms")
     TABLE_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     table: _common_pb2.TableIdentifierPB
-    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTableSchemaResponsePB(_message.Message):
     __slots__ = ("table_id", "table_name", "schema", "partitioner", "num_replicas", "schema_version", "create_table_done")
@@ -497,16 +503,18 @@ class TabletLocationsPB(_message.Message):
     def __init__(self, tablet_id: _Optional[str] = ..., partition: _Optional[bytes] = ..., replicas: _Optional[_Iterable[_Union[TabletLocationsPB.Replica, _Mapping]]] = ...) -> None: ...
 
 class GetTableLocationsRequestPB(_message.Message):
-    __slots__ = ("table", "partition_key_start", "partition_key_end", "max_returned_locations")
+    __slots__ = ("table", "partition_key_start", "partition_key_end", "max_returned_locations", "max_staleness_ms")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_START_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_END_FIELD_NUMBER: _ClassVar[int]
     MAX_RETURNED_LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     table: _common_pb2.TableIdentifierPB
     partition_key_start: bytes
     partition_key_end: bytes
     max_returned_locations: int
-    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., partition_key_start: _Optional[bytes] = ..., partition_key_end: _Optional[bytes] = ..., max_returned_locations: _Optional[int] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., partition_key_start: _Optional[bytes] = ..., partition_key_end: _Optional[bytes] = ..., max_returned_locations: _Optional[int] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTableLocationsResponsePB(_message.Message):
     __slots__ = ("tablet_locations", "ts_infos", "ttl_millis")
@@ -519,10 +527,12 @@ class GetTableLocationsResponsePB(_message.Message):
     def __init__(self, tablet_locations: _Optional[_Iterable[_Union[TabletLocationsPB, _Mapping]]] = ..., ts_infos: _Optional[_Iterable[_Union[_common_pb2.TSInfoPB, _Mapping]]] = ..., ttl_millis: _Optional[int] = ...) -> None: ...
 
 class GetTabletLocationsRequestPB(_message.Message):
-    __slots__ = ("tablet_ids",)
+    __slots__ = ("tablet_ids", "max_staleness_ms")
     TABLET_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     tablet_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tablet_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, tablet_ids: _Optional[_Iterable[str]] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTabletLocationsResponsePB(_message.Message):
     __slots__ = ("tablet_locations", "ts_infos", "errors")
