@@ -2,9 +2,10 @@
 
 Every master records the heartbeat (:class:`~nyala.master.ts_manager.TSManager`), asks an
 unknown or restarted tablet server to register again, and answers with whether it is the
-leader and where every tablet server is.  Only the ready leader processes tablet reports
-(seed 002); it asks for a full report on the first heartbeat of each tablet server in its
-term and after a re-registration, so that its in-memory replica view is complete.
+leader and, when the server's copy is not the current version, where every tablet server is.
+Only the ready leader processes tablet reports (seed 002); it asks for a full report on the
+first heartbeat of each tablet server in its term and after a re-registration, so that its
+in-memory replica view is complete.
 
 A report is processed per tablet:
 
@@ -70,13 +71,16 @@ class HeartbeatHandler:
     async def handle(self, request: mpb.TSHeartbeatRequestPB, ctx: CallContext) -> mpb.TSHeartbeatResponsePB:
         location = await self._registration_location(request) if request.HasField("registration") else ""
         outcome = self._ts.heartbeat(request, location)
+        version = self._ts.addresses_version
         response = mpb.TSHeartbeatResponsePB(
             master_instance=self._instance,
             leader_master=self._manager.leader_ready,
             needs_reregister=outcome.needs_reregister,
             tablet_report_sequence_number=request.tablet_report.sequence_number,
-            tserver_addresses=self._ts.peer_addresses(),
+            tserver_addresses_version=version,
         )
+        if request.tserver_addresses_version != version:  # it lacks the current address book
+            response.tserver_addresses.extend(self._ts.peer_addresses())
         descriptor = outcome.descriptor
         if descriptor is None:
             return response

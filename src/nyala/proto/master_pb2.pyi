@@ -156,19 +156,21 @@ class TabletReportPB(_message.Message):
     def __init__(self, is_incremental: _Optional[bool] = ..., updated_tablets: _Optional[_Iterable[_Union[ReportedTabletPB, _Mapping]]] = ..., removed_tablet_ids: _Optional[_Iterable[str]] = ..., sequence_number: _Optional[int] = ...) -> None: ...
 
 class TSHeartbeatRequestPB(_message.Message):
-    __slots__ = ("instance", "registration", "tablet_report", "num_live_tablets")
+    __slots__ = ("instance", "registration", "tablet_report", "num_live_tablets", "tserver_addresses_version")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     TABLET_REPORT_FIELD_NUMBER: _ClassVar[int]
     NUM_LIVE_TABLETS_FIELD_NUMBER: _ClassVar[int]
+    TSERVER_ADDRESSES_VERSION_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     tablet_report: TabletReportPB
     num_live_tablets: int
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., tablet_report: _Optional[_Union[TabletReportPB, _Mapping]] = ..., num_live_tablets: _Optional[int] = ...) -> None: ...
+    tserver_addresses_version: int
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., tablet_report: _Optional[_Union[TabletReportPB, _Mapping]] = ..., num_live_tablets: _Optional[int] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
 
 class TSHeartbeatResponsePB(_message.Message):
-    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses")
+    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses", "tserver_addresses_version")
     MASTER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     LEADER_MASTER_FIELD_NUMBER: _ClassVar[int]
     NEEDS_REREGISTER_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +178,7 @@ class TSHeartbeatResponsePB(_message.Message):
     TABLET_REPORT_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
     TSERVER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    TSERVER_ADDRESSES_VERSION_FIELD_NUMBER: _ClassVar[int]
     master_instance: _common_pb2.NodeInstancePB
     leader_master: bool
     needs_reregister: bool
@@ -183,7 +186,8 @@ class TSHeartbeatResponsePB(_message.Message):
     tablet_report_sequence_number: int
     location: str
     tserver_addresses: _containers.RepeatedCompositeFieldContainer[_tserver_pb2.PeerAddressPB]
-    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ...) -> None: ...
+    tserver_addresses_version: int
+    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
 
 class ConnectToMasterRequestPB(_message.Message):
     __slots__ = ()
