@@ -6,7 +6,8 @@ is stopped by PID in a ``finally``, even when a test fails.
 
 - KUDU-1358: CreateTable right after a master election spreads replicas over every live server.
 - KUDU-1353: AlterTable and GetTableLocations right after a failover see every replica.
-- KUDU-1374: a deletion the old leader decided, lost on the way, is carried out by the new one.
+- KUDU-1374: a deletion and an alter the old leader decided, lost on the way, are carried out
+  by the new one.
 - KUDU-495: a master that loses leadership while replicating fails that operation cleanly and
   keeps running.
 - Appendix A (fencing): a tablet server of another cluster, or reporting a tablet the catalog
@@ -123,35 +124,62 @@ def test_kudu_1353_alter_table_and_locations_right_after_a_failover_see_every_re
     run(main())
 
 
-def test_kudu_1374_a_deletion_the_old_leader_decided_is_carried_out_by_the_new_leader(tmp_path: Path) -> None:
+def test_kudu_1374_operations_the_old_leader_decided_are_carried_out_by_the_new_leader(tmp_path: Path) -> None:
     async def main() -> None:
         async with masters(tmp_path, 3) as cluster:
             await asyncio.gather(*(cluster.start(i) for i in range(3)))
             async with fake_tservers(cluster.addresses, 3) as tservers:
                 await registered(cluster, range(3), tservers)
                 leader = await cluster.leader()
-                await cluster.call(leader, CREATE_TABLE, create_request("t", buckets=2), timeout=30)
-                # The deletions the leader decides are lost on the way (answered, not done), and
-                # the tablets' state does not change, so no incremental report shows them again.
+                await cluster.call(leader, CREATE_TABLE, create_request("gone", buckets=2), timeout=30)
+                kept = await cluster.call(leader, CREATE_TABLE, create_request("kept", buckets=2), timeout=30)
+                # The deletions and alters the leader decides are lost on the way (answered, not
+                # done), and the tablets' state does not change, so no incremental report shows
+                # them again: only a full report to a new leader can.
                 for ts in tservers:
-                    ts.ignore_deletes = True
-                await cluster.call(leader, DELETE_TABLE, mpb.DeleteTableRequestPB(table=ident("t")), timeout=30)
+                    ts.ignore_deletes = ts.ignore_alters = True
+                gone = {t for ts in tservers for t, tablet in ts.tablets.items() if tablet.table_id != kept.table_id}
+                await cluster.call(leader, DELETE_TABLE, mpb.DeleteTableRequestPB(table=ident("gone")), timeout=30)
+                add = STEP(
+                    add_column=STEP.AddColumn(
+                        column=json.dumps({"name": "extra", "type": "int32", "nullable": True}).encode()
+                    )
+                )
+                await cluster.call(
+                    leader, ALTER_TABLE, mpb.AlterTableRequestPB(table=ident("kept"), steps=[add]), timeout=30
+                )
 
-                def every_delete_sent() -> bool:
-                    return all(len(ts.calls_of("delete")) >= len(ts.tablets) for ts in tservers)
+                def sent(method: str, tablets: set[str]) -> set[str]:
+                    return {getattr(r, "tablet_id", "") for ts in tservers for r in ts.calls_of(method)} & tablets
 
-                await wait_for_async(every_delete_sent, what="the old leader's DeleteTablet calls", timeout_s=20)
-                assert all(t.state == tpb.RUNNING for ts in tservers for t in ts.tablets.values())
+                kept_tablets = {t for ts in tservers for t, x in ts.tablets.items() if x.table_id == kept.table_id}
+                await wait_for_async(
+                    lambda: sent("delete", gone) == gone and sent("alter", kept_tablets) == kept_tablets,
+                    what="the old leader's DeleteTablet and AlterSchema calls",
+                    timeout_s=20,
+                )
+                assert all(
+                    t.state == tpb.RUNNING and t.schema_version == 0 for ts in tservers for t in ts.tablets.values()
+                )
                 await cluster.kill(leader)
                 for ts in tservers:
-                    ts.ignore_deletes = False
-                # The new leader asks every tablet server for a full report and deletes again.
+                    ts.ignore_deletes = ts.ignore_alters = False
+                # The new leader asks every tablet server for a full report and acts again.
                 await cluster.leader(among=[i for i in range(3) if i != leader])
 
-                def all_tombstoned() -> bool:
-                    return all(t.state == tpb.TOMBSTONED for ts in tservers for t in ts.tablets.values())
+                def carried_out() -> bool:
+                    deleted = all(
+                        t.state == tpb.TOMBSTONED for ts in tservers for k, t in ts.tablets.items() if k in gone
+                    )
+                    leaders = [
+                        t
+                        for ts in tservers
+                        for t in ts.tablets.values()
+                        if t.table_id == kept.table_id and t.config.peers[0].permanent_uuid == ts.uuid
+                    ]
+                    return deleted and all(t.schema_version == 1 for t in leaders)
 
-                await wait_for_async(all_tombstoned, what="the new leader to delete every replica", timeout_s=30)
+                await wait_for_async(carried_out, what="the new leader to delete and alter", timeout_s=30)
 
     run(main())
 
