@@ -87,7 +87,7 @@ def table_locations(
     builder = _Builder(view, ts_manager)
     response = mpb.GetTableLocationsResponsePB(ttl_millis=ttl_ms)
     limit = request.max_returned_locations
-    for tablet in view.catalog.tablets_in_range(table.table_id, start, end):
+    for tablet in view.catalog.iter_tablets_in_range(table.table_id, start, end):
         if not tablet.running:
             if not response.tablet_locations:
                 state = TABLET.State.Name(tablet.state)
