@@ -46,7 +46,9 @@ def test_a_master_too_stale_for_the_bound_refuses_and_the_next_one_answers(three
         for _ in range(6):
             assert client.list_tables() == []
     calls = list_calls(three_masters)
-    assert calls[1] == 2  # asked in its turn, refused, and the next master answered instead
+    # Asked in its turn (every other read or every third, by where the round robin started),
+    # refused, and the next master answered instead: every read was answered by the others.
+    assert calls[1] in (2, 3)
     assert calls[0] + calls[2] == 6
 
 
