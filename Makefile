@@ -58,6 +58,7 @@ bench: $(VENV)/.stamp-bench
 	$(PY) bench/tablet_copy_bench.py
 	$(PY) bench/recovery_bench.py
 	$(PY) bench/spark_bench.py
+	$(PY) bench/master_scale_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data
