@@ -70,6 +70,7 @@ bench: $(VENV)/.stamp-bench jar
 	$(PY) bench/spark_bench.py
 	$(PY) bench/metrics_overhead_bench.py
 	$(PY) bench/web_pages_bench.py
+	$(PY) bench/master_scale_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache nyala-data $(JAR)

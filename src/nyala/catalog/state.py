@@ -34,8 +34,10 @@ class CatalogState:
         self._tables: dict[str, TableInfo] = {}
         self._by_name: dict[str, str] = {}
         self._tablets: dict[str, TabletInfo] = {}
-        # Per table: its tablets (deleted ones too) sorted by partition key start.
+        # Per table: its tablets (deleted ones too) sorted by partition key start, and beside
+        # them their sort keys (partition key start, tablet id), to find a key by bisection.
         self._table_tablets: dict[str, list[TabletInfo]] = {}
+        self._table_keys: dict[str, list[tuple[bytes, str]]] = {}
         # Tablet server uuid -> its state entry; servers in NONE have none.
         self._tserver_states: dict[str, mpb.SysTServerStateEntryPB] = {}
 
@@ -78,15 +80,19 @@ class CatalogState:
     def _put_tablet(self, tablet_id: str, info: TabletInfo | None) -> None:
         old = self._tablets.pop(tablet_id, None)
         if old is not None:
-            siblings = self._table_tablets[old.table_id]
-            del siblings[next(i for i, t in enumerate(siblings) if t.tablet_id == tablet_id)]
+            siblings, keys = self._table_tablets[old.table_id], self._table_keys[old.table_id]
+            i = bisect.bisect_left(keys, _sort_key(old))
+            del siblings[i], keys[i]
             if not siblings:
-                del self._table_tablets[old.table_id]
+                del self._table_tablets[old.table_id], self._table_keys[old.table_id]
         if info is None:
             return
         self._tablets[tablet_id] = info
         siblings = self._table_tablets.setdefault(info.table_id, [])
-        bisect.insort(siblings, info, key=lambda t: (t.partition.partition_key_start, t.tablet_id))
+        keys = self._table_keys.setdefault(info.table_id, [])
+        i = bisect.bisect_left(keys, _sort_key(info))
+        siblings.insert(i, info)
+        keys.insert(i, _sort_key(info))
 
     # -- tables -------------------------------------------------------------------------
 
@@ -135,16 +141,28 @@ class CatalogState:
 
     def tablets_in_range(self, table_id: str, start: bytes, end: bytes) -> list[TabletInfo]:
         """Live tablets whose partition overlaps ``[start, end)`` (``b""`` end: unbounded)."""
-        out = []
-        for t in self._table_tablets.get(table_id, []):
+        return list(self.iter_tablets_in_range(table_id, start, end))
+
+    def iter_tablets_in_range(self, table_id: str, start: bytes, end: bytes) -> Iterator[TabletInfo]:
+        """:meth:`tablets_in_range`, lazily, from the first overlapping tablet found by bisection
+        (a lookup of a few tablets of a table with thousands costs a few, not thousands)."""
+        tablets = self._table_tablets.get(table_id)
+        if not tablets:
+            return
+        # Live tablets never overlap, so the only one starting before ``start`` that can overlap
+        # it is the last live one starting at or before it; tombstones are skipped below.
+        i = bisect.bisect_right(self._table_keys[table_id], (start, _MAX_ID)) - 1
+        while i > 0 and tablets[i].dead:
+            i -= 1
+        for k in range(max(i, 0), len(tablets)):
+            t = tablets[k]
             if t.dead:
                 continue
             p = t.partition
             if end and p.partition_key_start >= end:
                 break
             if not p.partition_key_end or p.partition_key_end > start:
-                out.append(t)
-        return out
+                yield t
 
     # -- tablet servers ---------------------------------------------------------------------
 
@@ -182,6 +200,14 @@ class CatalogState:
 
     def __len__(self) -> int:
         return len(self._tables) + len(self._tablets) + len(self._tserver_states) + (1 if self.cluster_id else 0)
+
+
+#: Sorts after every tablet id (ids are hex), so (key, _MAX_ID) bisects past every tablet at key.
+_MAX_ID = "\U0010ffff"
+
+
+def _sort_key(tablet: TabletInfo) -> tuple[bytes, str]:
+    return tablet.partition.partition_key_start, tablet.tablet_id
 
 
 def _decode(

@@ -12,6 +12,7 @@ when the table matches what was asked for; every other conflict is reported.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import ssl
@@ -72,8 +73,9 @@ class AsyncClient:
         *,
         options: ClientOptions | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        master_read_staleness_ms: int | None = None,
     ) -> None:
-        self.options = options or ClientOptions()
+        self.options = with_read_staleness(options or ClientOptions(), master_read_staleness_ms)
         addresses = _parse_masters(master_addresses)
         rng = random.Random()
         messenger = Messenger(self.options.rpc, ssl_context)
@@ -97,9 +99,19 @@ class AsyncClient:
         timeout_s: float | None = None,
         options: ClientOptions | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        master_read_staleness_ms: int | None = None,
     ) -> AsyncClient:
-        """A client that has found the leader master (TimedOut names every master's answer)."""
-        client = cls(master_addresses, options=options, ssl_context=ssl_context)
+        """A client that has found the leader master (TimedOut names every master's answer).
+
+        ``master_read_staleness_ms`` (default: the options', 0) lets any master whose catalog
+        is provably at most that old answer catalog reads (``ClientOptions.master_read_staleness_ms``).
+        """
+        client = cls(
+            master_addresses,
+            options=options,
+            ssl_context=ssl_context,
+            master_read_staleness_ms=master_read_staleness_ms,
+        )
         try:
             await client.start(timeout_s)
         except BaseException:
@@ -323,7 +335,7 @@ class AsyncClient:
         self, name_filter: str = "", *, timeout_s: float | None = None
     ) -> list[TableSummary]:
         deadline = self._deadline(timeout_s, "listing tables")
-        response = await self._ctx.masters.call(LIST_TABLES, mpb.ListTablesRequestPB(name_filter=name_filter), deadline)
+        response = await self._ctx.masters.read(LIST_TABLES, mpb.ListTablesRequestPB(name_filter=name_filter), deadline)
         return sorted(
             (TableSummary(t.id, t.name, t.num_tablets, t.num_replicas) for t in response.tables), key=lambda t: t.name
         )
@@ -351,7 +363,7 @@ class AsyncClient:
         such tablet or it was deleted.  The partition is left empty: it needs the table.
         """
         deadline = self._deadline(timeout_s, f"locating tablet {tablet_id!r}")
-        response = await self._ctx.masters.call(
+        response = await self._ctx.masters.read(
             GET_TABLET_LOCATIONS, mpb.GetTabletLocationsRequestPB(tablet_ids=[tablet_id]), deadline
         )
         for error in response.errors:
@@ -380,7 +392,7 @@ class AsyncClient:
 
     async def list_tablet_servers(self, *, timeout_s: float | None = None) -> list[TabletServerInfo]:
         deadline = self._deadline(timeout_s, "listing tablet servers")
-        response = await self._ctx.masters.call(LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB(), deadline)
+        response = await self._ctx.masters.read(LIST_TABLET_SERVERS, mpb.ListTabletServersRequestPB(), deadline)
         return sorted(
             (
                 TabletServerInfo(
@@ -455,9 +467,23 @@ async def connect_async(
     timeout_s: float | None = None,
     options: ClientOptions | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    master_read_staleness_ms: int | None = None,
 ) -> AsyncClient:
     """``await connect_async("127.0.0.1:7051")``: an AsyncClient on the running loop."""
-    return await AsyncClient.connect(master_addresses, timeout_s=timeout_s, options=options, ssl_context=ssl_context)
+    return await AsyncClient.connect(
+        master_addresses,
+        timeout_s=timeout_s,
+        options=options,
+        ssl_context=ssl_context,
+        master_read_staleness_ms=master_read_staleness_ms,
+    )
+
+
+def with_read_staleness(options: ClientOptions, master_read_staleness_ms: int | None) -> ClientOptions:
+    """``options`` with the follower-read bound replaced when one is given (validated)."""
+    if master_read_staleness_ms is None:
+        return options
+    return dataclasses.replace(options, master_read_staleness_ms=master_read_staleness_ms)
 
 
 def _parse_masters(master_addresses: str | Sequence[str | HostPort]) -> list[HostPort]:

@@ -13,6 +13,13 @@ it again.  Every one of those is retried until the operation's deadline.
 A call retried after a network error or a timed-out attempt may have taken effect the first
 time; :class:`CallTracker` records that, so DDL can tell "the table exists because my own
 earlier attempt created it" from a real conflict.
+
+Follower reads (``master_read_staleness_ms`` > 0): :meth:`MasterProxy.read` sends catalog
+reads with that bound to the masters in turn (round robin, so the load spreads over all of
+them); a master that cannot prove its catalog that fresh refuses with NotTheLeader, and the
+next one is tried.  A follower's NotFound is checked with the leader (the table may be newer
+than the follower's catalog).  For one bound after the client's own call to the leader (DDL),
+reads go to the leader, so the client always sees its own changes.
 """
 
 from __future__ import annotations
@@ -22,11 +29,13 @@ import dataclasses
 import logging
 import random
 from collections.abc import Sequence
+from typing import TypeVar
 
 from nyala.common.hostport import HostPort, parse_address
 from nyala.errors import (
     InvalidArgument,
     NetworkError,
+    NotFound,
     NotTheLeader,
     NyalaError,
     ServiceUnavailable,
@@ -43,6 +52,17 @@ from .info import role_name
 from .options import ClientOptions
 
 __all__ = ["CallTracker", "MasterProxy"]
+
+
+#: The catalog reads a follower master may answer: each carries the staleness bound.
+ReadRequestT = TypeVar(
+    "ReadRequestT",
+    mpb.ListTablesRequestPB,
+    mpb.GetTableSchemaRequestPB,
+    mpb.GetTableLocationsRequestPB,
+    mpb.GetTabletLocationsRequestPB,
+    mpb.ListTabletServersRequestPB,
+)
 
 log = logging.getLogger("nyala.client")
 
@@ -77,6 +97,10 @@ class MasterProxy:
         self._discovery: asyncio.Task[HostPort] | None = None
         #: The last answer (a role or an error) of every master asked during discovery.
         self._outcomes: dict[str, str] = {}
+        #: Follower reads: the master the last read went to, and until when (loop time) reads
+        #: go to the leader because this client just changed the catalog there.
+        self._next_read = rng.randrange(len(self.addresses))
+        self._leader_reads_until = 0.0
 
     async def find_leader(self, deadline: Deadline) -> HostPort:
         """The leader master's address (cached, or discovered now)."""
@@ -156,6 +180,57 @@ class MasterProxy:
         self.cluster_id = response.cluster_id
         self.client_location = response.client_location
 
+    async def read(
+        self,
+        method: RpcMethod[ReadRequestT, ResponseT],
+        request: ReadRequestT,
+        deadline: Deadline,
+    ) -> ResponseT:
+        """A catalog read: to any master within ``master_read_staleness_ms``, else the leader."""
+        bound = self._options.master_read_staleness_ms
+        if not bound or asyncio.get_running_loop().time() < self._leader_reads_until:
+            return await self._call(method, request, deadline, None)
+        request.max_staleness_ms = bound
+        backoff = Backoff(self._options, self._rng)
+        answers: dict[str, NyalaError] = {}  # every master's last refusal or failure
+        while True:
+            if deadline.expired:
+                raise self._no_read(deadline, bound, answers)
+            error: NyalaError | None = None
+            for _ in range(len(self.addresses)):
+                self._next_read = (self._next_read + 1) % len(self.addresses)
+                address = self.addresses[self._next_read]
+                try:
+                    return await self._messenger.call(
+                        address, method, request, timeout=max(1e-3, deadline.attempt_timeout(self._options))
+                    )
+                except NotFound:
+                    if address == self.leader:
+                        raise
+                    return await self._call(method, request, deadline, None)  # the leader is authoritative
+                except NotTheLeader as exc:  # too stale (or not open yet): the next master may do
+                    error = answers[str(address)] = exc
+                    hint = _parse_hint(exc.leader_hint)
+                    if hint is not None and hint in self.addresses:
+                        self.leader = hint
+                except (ServiceUnavailable, NetworkError, TimedOut) as exc:
+                    error = answers[str(address)] = exc
+                    if self.leader == address and not deadline.expired:
+                        self.leader = None
+                    log.debug("%s to master %s failed: %s", method.full_name, address, exc)
+                if deadline.expired:
+                    break
+            if deadline.expired:
+                raise self._no_read(deadline, bound, answers)
+            await backoff.wait(deadline, error)
+
+    def _no_read(self, deadline: Deadline, bound: int, answers: dict[str, NyalaError]) -> TimedOut:
+        detail = "; ".join(f"{a}: {type(e).__name__}: {e}" for a, e in answers.items()) or "no master answered"
+        return TimedOut(
+            f"{deadline.what} did not finish before its deadline: no master answered within the "
+            f"{bound} ms staleness bound ({detail})"
+        )
+
     async def call(
         self,
         method: RpcMethod[RequestT, ResponseT],
@@ -163,7 +238,25 @@ class MasterProxy:
         deadline: Deadline,
         tracker: CallTracker | None = None,
     ) -> ResponseT:
-        """Call ``method`` on the leader master, retrying retriable failures until ``deadline``."""
+        """Call ``method`` on the leader master, retrying retriable failures until ``deadline``.
+
+        With follower reads on, the client's reads go to the leader for one staleness bound
+        after this, so that they see whatever this call changed.
+        """
+        try:
+            return await self._call(method, request, deadline, tracker)
+        finally:
+            bound = self._options.master_read_staleness_ms
+            if bound:
+                self._leader_reads_until = asyncio.get_running_loop().time() + bound / 1000
+
+    async def _call(
+        self,
+        method: RpcMethod[RequestT, ResponseT],
+        request: RequestT,
+        deadline: Deadline,
+        tracker: CallTracker | None,
+    ) -> ResponseT:
         tracker = tracker or CallTracker()
         backoff = Backoff(self._options, self._rng)
         while True:

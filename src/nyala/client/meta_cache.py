@@ -134,7 +134,7 @@ class MetaCache:
     async def _fetch_table(self, name: str, table_id: str, deadline: Deadline) -> TableInfo:
         request = mpb.GetTableSchemaRequestPB(table=common_pb2.TableIdentifierPB(table_id=table_id, table_name=name))
         try:
-            response = await self._masters.call(GET_TABLE_SCHEMA, request, deadline)
+            response = await self._masters.read(GET_TABLE_SCHEMA, request, deadline)
         except NotFound:
             self.forget_table(name=name, table_id=table_id)
             raise
@@ -191,7 +191,7 @@ class MetaCache:
                 max_returned_locations=batch,
             )
             try:
-                response = await self._masters.call(GET_TABLE_LOCATIONS, request, deadline)
+                response = await self._masters.read(GET_TABLE_LOCATIONS, request, deadline)
             except NotFound:
                 self.forget_table(table_id=table.id)
                 raise

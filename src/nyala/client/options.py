@@ -8,7 +8,10 @@ from nyala.common.config import setting
 from nyala.errors import InvalidArgument
 from nyala.rpc import RpcOptions
 
-__all__ = ["ClientOptions"]
+__all__ = ["MAX_MASTER_READ_STALENESS_MS", "ClientOptions"]
+
+#: Largest staleness bound of follower master reads (one day; the wire field is 32 bits).
+MAX_MASTER_READ_STALENESS_MS = 86_400_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,13 @@ class ClientOptions:
     )
     scan_parallelism: int = setting(4, "Tablets read at the same time by Scanner.to_arrow() and count().", "advanced")
     locations_fetch_batch: int = setting(1_000, "Tablet locations asked for in one GetTableLocations call.", "advanced")
+    master_read_staleness_ms: int = setting(
+        0,
+        "Catalog reads (table schemas and locations, table and tablet-server lists) may be answered by any "
+        "master whose catalog is provably at most this old, spreading them over every master; 0 sends them "
+        "to the leader master only.  DDL always goes to the leader, and for this long after its own DDL the "
+        "client reads from the leader too, so it sees its own changes.",
+    )
     rpc: RpcOptions = field(default_factory=RpcOptions)
 
     def __post_init__(self) -> None:
@@ -82,6 +92,11 @@ class ClientOptions:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"client option {name} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.master_read_staleness_ms <= MAX_MASTER_READ_STALENESS_MS:
+            raise InvalidArgument(
+                f"client option master_read_staleness_ms must be 0-{MAX_MASTER_READ_STALENESS_MS}, "
+                f"got {self.master_read_staleness_ms}"
+            )
         if not 1 <= self.session_flush_watermark_pct <= 100:
             raise InvalidArgument(
                 f"client option session_flush_watermark_pct must be 1-100, got {self.session_flush_watermark_pct}"

@@ -104,11 +104,18 @@ class Client:
         timeout_s: float | None = None,
         options: ClientOptions | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        master_read_staleness_ms: int | None = None,
     ) -> None:
         self._runner = _LoopThread()
         try:
             self._aio = self._runner.run(
-                AsyncClient.connect(master_addresses, timeout_s=timeout_s, options=options, ssl_context=ssl_context)
+                AsyncClient.connect(
+                    master_addresses,
+                    timeout_s=timeout_s,
+                    options=options,
+                    ssl_context=ssl_context,
+                    master_read_staleness_ms=master_read_staleness_ms,
+                )
             )
         except BaseException:
             self._runner.stop()
@@ -550,10 +557,19 @@ def connect(
     timeout_s: float | None = None,
     options: ClientOptions | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    master_read_staleness_ms: int | None = None,
 ) -> Client:
     """Connect to the cluster whose masters are ``master_addresses`` ("h1:7051,h2:7051" or a list).
 
     Returns once the leader master is found; raises TimedOut naming every master's answer if
     none leads within ``timeout_s`` (default: the admin operation timeout, 30 s).
+    ``master_read_staleness_ms`` > 0 spreads catalog reads over every master whose catalog is
+    provably at most that old (follower reads); 0 (the default) reads from the leader only.
     """
-    return Client(master_addresses, timeout_s=timeout_s, options=options, ssl_context=ssl_context)
+    return Client(
+        master_addresses,
+        timeout_s=timeout_s,
+        options=options,
+        ssl_context=ssl_context,
+        master_read_staleness_ms=master_read_staleness_ms,
+    )

@@ -32,6 +32,10 @@ Theory of operation:
   AlterTable, ListTables, GetTableSchema, GetTableLocations, GetTabletLocations,
   IsCreateTableDone on the leader; ConnectToMaster, GetMasterRegistration, ListMasters,
   ListTabletServers and TSHeartbeat on every master.
+- **Follower reads** (:mod:`.follower_reads`, KUDU-500): every master folds each applied catalog
+  write into its own catalog view; a read carrying ``max_staleness_ms`` is answered by a
+  follower that can prove (from the leader's last message and its commit index) that its view
+  is that fresh, else refused with NotTheLeader naming the leader.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Every master records the heartbeat (:class:`~nyala.master.ts_manager.TSManager`), asks an
 unknown or restarted tablet server to register again, and answers with whether it is the
-leader and where every tablet server is.  Only the ready leader processes tablet reports
-(seed 002); it asks for a full report on the first heartbeat of each tablet server in its
-term and after a re-registration, so that its in-memory replica view is complete.
+leader and, when the server's copy is not the current version, where every tablet server is.
+Only the ready leader processes tablet reports (seed 002); it asks for a full report on the
+first heartbeat of each tablet server in its term and after a re-registration, so that its
+in-memory replica view is complete.
 
 A report is processed per tablet:
 
@@ -13,9 +14,9 @@ A report is processed per tablet:
 - a DELETED tablet or a removed table: the replica is queued for DeleteTablet unless it
   already is a tombstone;
 - otherwise the report is recorded (role, term, schema version) and, when the tablet leaves
-  CREATING (a leader is reported) or its leader reports a newer committed config, the tablet
-  is persisted with one catalog write per report; a leader reporting an older schema version
-  than the table's queues an AlterSchema.
+  CREATING (a leader is reported), its leader reports a newer committed config, or a new
+  leader reports itself, the tablet is persisted with one catalog write per report; a leader
+  reporting an older schema version than the table's queues an AlterSchema.
 
 A report whose catalog write fails is answered with ``needs_full_tablet_report`` so the
 tablet server sends everything again.
@@ -75,13 +76,16 @@ class HeartbeatHandler:
         self.metrics.heartbeats.value += 1
         location = await self._registration_location(request) if request.HasField("registration") else ""
         outcome = self._ts.heartbeat(request, location)
+        version = self._ts.addresses_version
         response = mpb.TSHeartbeatResponsePB(
             master_instance=self._instance,
             leader_master=self._manager.leader_ready,
             needs_reregister=outcome.needs_reregister,
             tablet_report_sequence_number=request.tablet_report.sequence_number,
-            tserver_addresses=self._ts.peer_addresses(),
+            tserver_addresses_version=version,
         )
+        if request.tserver_addresses_version != version:  # it lacks the current address book
+            response.tserver_addresses.extend(self._ts.peer_addresses())
         descriptor = outcome.descriptor
         if descriptor is None:
             return response
@@ -242,7 +246,17 @@ def tablet_update(tablet: TabletInfo, uuid: str, reported: mpb.ReportedTabletPB)
         entry.committed_config.CopyFrom(cs.committed_config)
         entry.leader_uuid = uuid
         entry.reported_term = cs.current_term
+    elif leads and _new_leader(cs, entry or tablet.entry):
+        # A new leader is persisted too (seed 002: the catalog holds each tablet's current
+        # leader), so a follower master's locations, served from the catalog alone, name it.
+        entry = entry or copy_tablet_entry(tablet.entry)
+        entry.leader_uuid = uuid
+        entry.reported_term = cs.current_term
     return entry
+
+
+def _new_leader(cs: consensus_rpc_pb2.ConsensusStatePB, stored: mpb.SysTabletsEntryPB) -> bool:
+    return stored.leader_uuid != cs.leader_uuid and cs.current_term >= stored.reported_term
 
 
 def _newer_config(cs: consensus_rpc_pb2.ConsensusStatePB, stored: mpb.SysTabletsEntryPB) -> bool:

@@ -4,27 +4,41 @@ The replica set is the tablet's committed Raft config from the catalog (persiste
 leader master answers correctly at once); the roles come from the latest reports (the leader
 as reported, else the leader last persisted), VOTERs being FOLLOWERs and NON_VOTERs
 LEARNERs otherwise.  Replicas on tablet servers this master has never heard from are left
-out: a client could not reach them.
+out: a client could not reach them.  A follower master answering a read within a staleness
+bound (:mod:`.follower_reads`) has no reports: its roles come from the leader persisted in the
+catalog, which the leader master writes whenever a tablet's report shows a new leader.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from nyala.catalog import TabletInfo
+from nyala.catalog import CatalogState, TableInfo, TabletInfo
 from nyala.errors import InvalidArgument, ServiceUnavailable
-from nyala.master.leader import LeaderView
 from nyala.master.ts_manager import TSManager
 from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import master_pb2 as mpb
 
-__all__ = ["table_locations", "tablet_locations"]
+__all__ = ["CatalogReadView", "table_locations", "tablet_locations"]
+
+
+class CatalogReadView(Protocol):
+    """What catalog reads are answered from: the leader's view, or a follower's applied catalog."""
+
+    @property
+    def catalog(self) -> CatalogState: ...
+
+    def leader_of(self, tablet: TabletInfo) -> str: ...
+
+    def create_done(self, table: TableInfo) -> bool: ...
+
 
 TABLET = mpb.SysTabletsEntryPB
 
 
 class _Builder:
-    def __init__(self, view: LeaderView, ts_manager: TSManager) -> None:
+    def __init__(self, view: CatalogReadView, ts_manager: TSManager) -> None:
         self.view = view
         self.ts = ts_manager
         self.ts_infos: list[common_pb2.TSInfoPB] = []
@@ -58,7 +72,7 @@ class _Builder:
 
 
 def table_locations(
-    view: LeaderView, ts_manager: TSManager, request: mpb.GetTableLocationsRequestPB, ttl_ms: int
+    view: CatalogReadView, ts_manager: TSManager, request: mpb.GetTableLocationsRequestPB, ttl_ms: int
 ) -> mpb.GetTableLocationsResponsePB:
     """RUNNING tablets of the table overlapping the partition-key range, in partition-key order.
 
@@ -73,7 +87,7 @@ def table_locations(
     builder = _Builder(view, ts_manager)
     response = mpb.GetTableLocationsResponsePB(ttl_millis=ttl_ms)
     limit = request.max_returned_locations
-    for tablet in view.catalog.tablets_in_range(table.table_id, start, end):
+    for tablet in view.catalog.iter_tablets_in_range(table.table_id, start, end):
         if not tablet.running:
             if not response.tablet_locations:
                 state = TABLET.State.Name(tablet.state)
@@ -89,7 +103,7 @@ def table_locations(
 
 
 def tablet_locations(
-    view: LeaderView, ts_manager: TSManager, tablet_ids: Sequence[str]
+    view: CatalogReadView, ts_manager: TSManager, tablet_ids: Sequence[str]
 ) -> mpb.GetTabletLocationsResponsePB:
     """Locations of the named tablets; an unknown or deleted one is an error entry, not a failure."""
     builder = _Builder(view, ts_manager)

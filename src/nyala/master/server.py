@@ -16,6 +16,7 @@ from nyala.errors import NyalaError
 from nyala.master.auto_rebalancer import AutoRebalancer
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
+from nyala.master.follower_reads import FollowerCatalog
 from nyala.master.heartbeats import HeartbeatHandler
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
@@ -28,7 +29,9 @@ from nyala.master.sys_catalog import SYS_CATALOG_ID, SysCatalogStore
 from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
 from nyala.master.tserver_lifecycle import TServerLifecycle
+from nyala.master.unsafe_rebuild import REBUILD_FILE, load_rebuild
 from nyala.master.web import MasterPages
+from nyala.proto import master_pb2 as mpb
 from nyala.server import ServerBase
 from nyala.web import WebServer
 from nyala.web.view import Cell
@@ -54,6 +57,7 @@ class Master(ServerBase):
         )
         self.ts_manager = TSManager(options.tserver_unresponsive_timeout_ms)
         self.catalog_manager = CatalogManager(options, self.peers)
+        self.follower_catalog = FollowerCatalog()
         self.tablet_tasks = TabletTasks(
             self.catalog_manager,
             self.ts_manager,
@@ -93,6 +97,7 @@ class Master(ServerBase):
         )
         MasterService(self).register(self.rpc)
         self._opening: asyncio.Task[None] | None = None
+        self._rebuild: asyncio.Task[None] | None = None
         #: Set when the catalog cannot be opened; ``run`` then exits with it.
         self.fatal: BaseException | None = None
         self._fatal_event = asyncio.Event()
@@ -146,10 +151,20 @@ class Master(ServerBase):
 
             store.on_unregistered = unregistered
             try:
+                # The follower-read view starts from what is stored and folds every write applied
+                # after it, in order, on this loop (before the replica counts it applied).
+                self.follower_catalog.open(await asyncio.to_thread(store.load))
+
+                def applied(writes: list[mpb.CatalogWritePB]) -> None:  # on the apply thread
+                    loop.call_soon_threadsafe(self.follower_catalog.writes_applied, writes)
+
+                store.on_applied = applied
                 replica = await self._open_replica(store)
             except BaseException:
                 await asyncio.to_thread(store.close)
                 raise
+            self.follower_catalog.attach(lambda: replica.applied_index)
+            replica.on_leader_contact = self.follower_catalog.heard_from_leader
             self.catalog_manager.start(replica, store)
             log.info("sys catalog open: masters %s", {u[:8]: str(a) for u, a in self.peers.by_uuid.items()})
         except asyncio.CancelledError:
@@ -201,12 +216,45 @@ class Master(ServerBase):
             self.tablet_tasks.stop()
             self.auto_rebalancer.stop()
         else:
+            if (self.data_dir.path / REBUILD_FILE).exists() and (self._rebuild is None or self._rebuild.done()):
+                self._rebuild = asyncio.get_running_loop().create_task(self._apply_rebuild(), name="unsafe-rebuild")
             self.tablet_tasks.start(view)
             self.rebalance_lease.new_leadership()
             if self.master_options.auto_rebalancing_enabled:
                 self.auto_rebalancer.start(view)
 
+    async def _apply_rebuild(self) -> None:
+        """Replicate a catalog rebuilt by ``nyala master unsafe-rebuild``, into an empty catalog only."""
+        path = self.data_dir.path / REBUILD_FILE
+        try:
+            write = await asyncio.to_thread(load_rebuild, self.data_dir.path)
+            if write is None:
+                return
+            cm = self.catalog_manager
+
+            async def body() -> bool:
+                view = cm.leader()
+                if any(True for _ in view.catalog.all_tables()):
+                    return False
+                await cm.replicate(view, write)
+                return True
+
+            if await cm.exclusive(body):
+                log.warning("sys catalog rebuilt from the tablet servers' metadata (%s)", path)
+            else:
+                log.error("not applying %s: the catalog already has tables; remove the file", path)
+                return
+            await asyncio.to_thread(path.rename, path.with_name(path.name + ".applied"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # retried at the next leadership; the file stays
+            log.error("could not apply the rebuilt catalog %s: %s", path, e)
+
     async def _stop(self) -> None:
+        if self._rebuild is not None:
+            self._rebuild.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rebuild
         if self._opening is not None:
             self._opening.cancel()
             with contextlib.suppress(asyncio.CancelledError):

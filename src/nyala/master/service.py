@@ -2,10 +2,13 @@
 
 Served by every master at all times: Ping, GetMasterRegistration, ConnectToMaster,
 ListMasters, ListTabletServers and TSHeartbeat (ListTabletServers adds the catalog's view of
-each server, its state and replica count, only on the ready leader).  Everything else needs the ready leader
+each server, its state and replica count, only from a view that may serve catalog reads).
+ListTables, GetTableSchema, GetTableLocations and GetTabletLocations need the ready leader
 (:meth:`CatalogManager.leader` raises NotTheLeader with the leader's address, or
-ServiceUnavailable).  Handlers that only read memory run inline; the others run as tasks
-under the caller's deadline.
+ServiceUnavailable), unless the request carries ``max_staleness_ms`` and this master's applied
+catalog is provably that fresh (:mod:`.follower_reads`).  Everything else needs the ready
+leader.  Handlers that only read memory run inline; the others run as tasks under the
+caller's deadline.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from nyala.catalog import placement_pb, range_placement_pbs
 from nyala.common.hostport import HostPort
-from nyala.errors import NyalaError
-from nyala.master.locations import table_locations, tablet_locations
+from nyala.errors import NotTheLeader, NyalaError, ServiceUnavailable
+from nyala.master.locations import CatalogReadView, table_locations, tablet_locations
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import CallContext, RpcServer
@@ -40,7 +43,6 @@ from nyala.services import (
 )
 
 if TYPE_CHECKING:
-    from nyala.master.leader import LeaderView
     from nyala.master.server import Master
 
 __all__ = ["MasterService"]
@@ -157,9 +159,9 @@ class MasterService:
         ts = self.m.ts_manager
         now = ts.clock()
         try:
-            view: LeaderView | None = self.m.catalog_manager.leader()
+            view: CatalogReadView | None = self._read_view(request.max_staleness_ms)
         except NyalaError:
-            view = None  # a follower knows registrations and liveness only
+            view = None  # registrations and liveness only: every master knows those
         counts = {} if view is None else view.catalog.replica_counts()
         response = mpb.ListTabletServersResponsePB(catalog_known=view is not None)
         for d in ts.all():
@@ -174,6 +176,59 @@ class MasterService:
                 num_replicas=counts.get(d.uuid, 0),
             )
         return response
+
+    # -- catalog reads: the leader, or a follower within the request's staleness bound ---------
+
+    def _read_view(self, max_staleness_ms: int) -> CatalogReadView:
+        """The ready leader's view; with a staleness bound, else this master's applied catalog if
+        it is provably that fresh (NotTheLeader with the leader's address otherwise)."""
+        cm = self.m.catalog_manager
+        if not max_staleness_ms:
+            return cm.leader()
+        try:
+            return cm.leader()
+        except (NotTheLeader, ServiceUnavailable):
+            return self.m.follower_catalog.view(max_staleness_ms, cm.leader_address())
+
+    def list_tables(self, request: mpb.ListTablesRequestPB, ctx: CallContext) -> mpb.ListTablesResponsePB:
+        view = self._read_view(request.max_staleness_ms)
+        response = mpb.ListTablesResponsePB()
+        for table in view.catalog.live_tables():
+            if request.name_filter in table.name:
+                response.tables.add(
+                    id=table.table_id,
+                    name=table.name,
+                    num_tablets=len(view.catalog.tablets_of(table.table_id)),
+                    num_replicas=table.num_replicas,
+                )
+        return response
+
+    def get_table_schema(self, request: mpb.GetTableSchemaRequestPB, ctx: CallContext) -> mpb.GetTableSchemaResponsePB:
+        view = self._read_view(request.max_staleness_ms)
+        table = view.catalog.find_table(request.table)
+        return mpb.GetTableSchemaResponsePB(
+            table_id=table.table_id,
+            table_name=table.name,
+            schema=table.entry.schema,
+            partitioner=table.entry.partitioner,
+            num_replicas=table.num_replicas,
+            schema_version=table.version,
+            create_table_done=view.create_done(table),
+            placement=placement_pb(table.placement.table),
+            range_placements=range_placement_pbs(table.placement, table.partitioner),
+        )
+
+    def get_table_locations(
+        self, request: mpb.GetTableLocationsRequestPB, ctx: CallContext
+    ) -> mpb.GetTableLocationsResponsePB:
+        view = self._read_view(request.max_staleness_ms)
+        return table_locations(view, self.m.ts_manager, request, self.m.master_options.table_locations_ttl_ms)
+
+    def get_tablet_locations(
+        self, request: mpb.GetTabletLocationsRequestPB, ctx: CallContext
+    ) -> mpb.GetTabletLocationsResponsePB:
+        view = self._read_view(request.max_staleness_ms)
+        return tablet_locations(view, self.m.ts_manager, list(request.tablet_ids))
 
     # -- leader only -----------------------------------------------------------------------------
 
@@ -193,46 +248,6 @@ class MasterService:
     async def alter_table(self, request: mpb.AlterTableRequestPB, ctx: CallContext) -> mpb.AlterTableResponsePB:
         version = await self.m.ddl.alter_table(request, _wait_budget(ctx))
         return mpb.AlterTableResponsePB(schema_version=version)
-
-    def list_tables(self, request: mpb.ListTablesRequestPB, ctx: CallContext) -> mpb.ListTablesResponsePB:
-        view = self.m.catalog_manager.leader()
-        response = mpb.ListTablesResponsePB()
-        for table in view.catalog.live_tables():
-            if request.name_filter in table.name:
-                response.tables.add(
-                    id=table.table_id,
-                    name=table.name,
-                    num_tablets=len(view.catalog.tablets_of(table.table_id)),
-                    num_replicas=table.num_replicas,
-                )
-        return response
-
-    def get_table_schema(self, request: mpb.GetTableSchemaRequestPB, ctx: CallContext) -> mpb.GetTableSchemaResponsePB:
-        view = self.m.catalog_manager.leader()
-        table = view.catalog.find_table(request.table)
-        return mpb.GetTableSchemaResponsePB(
-            table_id=table.table_id,
-            table_name=table.name,
-            schema=table.entry.schema,
-            partitioner=table.entry.partitioner,
-            num_replicas=table.num_replicas,
-            schema_version=table.version,
-            create_table_done=view.create_done(table),
-            placement=placement_pb(table.placement.table),
-            range_placements=range_placement_pbs(table.placement, table.partitioner),
-        )
-
-    def get_table_locations(
-        self, request: mpb.GetTableLocationsRequestPB, ctx: CallContext
-    ) -> mpb.GetTableLocationsResponsePB:
-        view = self.m.catalog_manager.leader()
-        return table_locations(view, self.m.ts_manager, request, self.m.master_options.table_locations_ttl_ms)
-
-    def get_tablet_locations(
-        self, request: mpb.GetTabletLocationsRequestPB, ctx: CallContext
-    ) -> mpb.GetTabletLocationsResponsePB:
-        view = self.m.catalog_manager.leader()
-        return tablet_locations(view, self.m.ts_manager, list(request.tablet_ids))
 
     async def change_tserver_state(
         self, request: mpb.ChangeTServerStateRequestPB, ctx: CallContext

@@ -9,7 +9,8 @@ applied Raft index in ONE DuckDB transaction.  After a crash the store therefore
 the entries up to its applied index and the replica replays the Raft log after it.
 
 The state machine also remembers the cluster id as entries carrying it are applied, so every
-master (followers too) can answer ConnectToMaster with it, and hands the tablet servers a
+master (followers too) can answer ConnectToMaster with it, hands every applied write to
+:attr:`on_applied` (the master's follower-read view), and hands the tablet servers a
 write unregisters (``CatalogWritePB.unregistered_tservers``) to :attr:`on_unregistered`, so
 every master forgets them from its in-memory registry, a master that was away included.
 """
@@ -62,6 +63,9 @@ class SysCatalogStore:
         #: Called on the apply thread, after the write is stored, with the uuids of the tablet
         #: servers that the applied writes unregister.
         self.on_unregistered: Callable[[list[str]], None] | None = None
+        #: Called on the apply thread, after they are stored, with the writes applied, in log
+        #: order (a follower's catalog view is folded from them).
+        self.on_applied: Callable[[list[mpb.CatalogWritePB]], None] | None = None
 
     @classmethod
     def open(cls, directory: Path, *, checkpoint_wal_bytes: int = 16 << 20) -> SysCatalogStore:
@@ -98,8 +102,10 @@ class SysCatalogStore:
         batch = []
         cluster_id = ""
         unregistered: list[str] = []
+        writes = []
         for entry in entries:
             write = _decode_write(entry)
+            writes.append(write)
             batch.append(ApplyEntry(entry.index, self._row_operations(write)))
             unregistered.extend(write.unregistered_tservers)
             for m in write.mutations:
@@ -116,6 +122,8 @@ class SysCatalogStore:
             self.cluster_id = cluster_id
         if unregistered and self.on_unregistered is not None:
             self.on_unregistered(unregistered)
+        if self.on_applied is not None:
+            self.on_applied(writes)
         return [None] * len(entries)
 
     def _row_operations(self, write: mpb.CatalogWritePB) -> bytes:

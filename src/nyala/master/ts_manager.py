@@ -7,6 +7,12 @@ a master that restarts asks every tablet server to register again (``needs_rereg
 An unregistered server is forgotten (:meth:`TSManager.forget`) by every master as it applies
 the catalog write that unregisters it; if it heartbeats again it simply registers again.
 
+Every heartbeat answer can carry where every tablet server is (its uuid, address and
+location), so replicas reach their peers by uuid.  With a thousand servers that list is most
+of the heartbeat's cost, so the registry versions it: :attr:`TSManager.addresses_version`
+changes whenever a server registers at a new address or location or is forgotten, the list is
+built once per version, and a tablet server that already holds the current version gets none.
+
 A tablet server is *live* while its last heartbeat is younger than
 ``tserver_unresponsive_timeout_ms``.  A heartbeat with a higher ``instance_seqno`` than the
 registered one comes from a restarted process: it must register again and send a full
@@ -16,6 +22,7 @@ tablet report.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections.abc import Callable
 
@@ -80,6 +87,10 @@ class TSManager:
         self.unresponsive_timeout_s = unresponsive_timeout_ms / 1000
         self.clock = clock
         self._servers: dict[str, TSDescriptor] = {}
+        # Random start: a tablet server's version from this master's previous process (or from
+        # another master) must not pass for the current one.
+        self._addresses_version = random.getrandbits(62) + 1
+        self._addresses: list[tpb.PeerAddressPB] | None = None
 
     def heartbeat(self, request: mpb.TSHeartbeatRequestPB, location: str = "") -> HeartbeatOutcome:
         """Record a heartbeat; register the server (at ``location``) when it carries a registration."""
@@ -116,8 +127,15 @@ class TSManager:
             location=location,
             num_live_tablets=request.num_live_tablets,
         )
+        old = self._servers.get(uuid)
+        if old is None or (old.address, old.location) != (descriptor.address, descriptor.location):
+            self._addresses_changed()
         self._servers[uuid] = descriptor
         return descriptor
+
+    def _addresses_changed(self) -> None:
+        self._addresses_version += 1
+        self._addresses = None
 
     def request_full_reports(self) -> None:
         """Ask every registered server for a full tablet report with its next heartbeat."""
@@ -127,7 +145,10 @@ class TSManager:
     def forget(self, uuid: str) -> bool:
         """Drop the server (it was unregistered); True when it was known.  Its next heartbeat is
         answered ``needs_reregister``, so a server that comes back registers again."""
-        return self._servers.pop(uuid, None) is not None
+        if self._servers.pop(uuid, None) is None:
+            return False
+        self._addresses_changed()
+        return True
 
     # -- lookups --------------------------------------------------------------------------
 
@@ -147,13 +168,21 @@ class TSManager:
         descriptor = self._servers.get(uuid)
         return None if descriptor is None else descriptor.address
 
+    @property
+    def addresses_version(self) -> int:
+        """The version of :meth:`peer_addresses`: it changes whenever the list does."""
+        return self._addresses_version
+
     def peer_addresses(self) -> list[tpb.PeerAddressPB]:
-        """Where every registered tablet server is, and its location (heartbeat responses carry this)."""
-        return [
-            tpb.PeerAddressPB(
-                permanent_uuid=d.uuid,
-                rpc_address=common_pb2.HostPortPB(host=d.address.host, port=d.address.port),
-                location=d.location,
-            )
-            for d in self.all()
-        ]
+        """Where every registered tablet server is, and its location (heartbeat responses carry
+        this); built once per :attr:`addresses_version` (do not change the messages)."""
+        if self._addresses is None:
+            self._addresses = [
+                tpb.PeerAddressPB(
+                    permanent_uuid=d.uuid,
+                    rpc_address=common_pb2.HostPortPB(host=d.address.host, port=d.address.port),
+                    location=d.location,
+                )
+                for d in self.all()
+            ]
+        return self._addresses

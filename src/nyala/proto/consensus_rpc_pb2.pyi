@@ -92,12 +92,14 @@ class VoteResponsePB(_message.Message):
     def __init__(self, pre_vote: _Optional[bool] = ..., granted: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatPB(_message.Message):
-    __slots__ = ("commit_index", "read_seq")
+    __slots__ = ("commit_index", "read_seq", "leader_commit")
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     READ_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LEADER_COMMIT_FIELD_NUMBER: _ClassVar[int]
     commit_index: int
     read_seq: int
-    def __init__(self, commit_index: _Optional[int] = ..., read_seq: _Optional[int] = ...) -> None: ...
+    leader_commit: int
+    def __init__(self, commit_index: _Optional[int] = ..., read_seq: _Optional[int] = ..., leader_commit: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponsePB(_message.Message):
     __slots__ = ("read_seq", "last_index")

@@ -180,19 +180,21 @@ class TabletReportPB(_message.Message):
     def __init__(self, is_incremental: _Optional[bool] = ..., updated_tablets: _Optional[_Iterable[_Union[ReportedTabletPB, _Mapping]]] = ..., removed_tablet_ids: _Optional[_Iterable[str]] = ..., sequence_number: _Optional[int] = ...) -> None: ...
 
 class TSHeartbeatRequestPB(_message.Message):
-    __slots__ = ("instance", "registration", "tablet_report", "num_live_tablets")
+    __slots__ = ("instance", "registration", "tablet_report", "num_live_tablets", "tserver_addresses_version")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     TABLET_REPORT_FIELD_NUMBER: _ClassVar[int]
     NUM_LIVE_TABLETS_FIELD_NUMBER: _ClassVar[int]
+    TSERVER_ADDRESSES_VERSION_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     tablet_report: TabletReportPB
     num_live_tablets: int
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., tablet_report: _Optional[_Union[TabletReportPB, _Mapping]] = ..., num_live_tablets: _Optional[int] = ...) -> None: ...
+    tserver_addresses_version: int
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., tablet_report: _Optional[_Union[TabletReportPB, _Mapping]] = ..., num_live_tablets: _Optional[int] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
 
 class TSHeartbeatResponsePB(_message.Message):
-    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses")
+    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses", "tserver_addresses_version")
     MASTER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     LEADER_MASTER_FIELD_NUMBER: _ClassVar[int]
     NEEDS_REREGISTER_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +202,7 @@ class TSHeartbeatResponsePB(_message.Message):
     TABLET_REPORT_SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
     TSERVER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    TSERVER_ADDRESSES_VERSION_FIELD_NUMBER: _ClassVar[int]
     master_instance: _common_pb2.NodeInstancePB
     leader_master: bool
     needs_reregister: bool
@@ -207,7 +210,8 @@ class TSHeartbeatResponsePB(_message.Message):
     tablet_report_sequence_number: int
     location: str
     tserver_addresses: _containers.RepeatedCompositeFieldContainer[_tserver_pb2.PeerAddressPB]
-    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ...) -> None: ...
+    tserver_addresses_version: int
+    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
 
 class ConnectToMasterRequestPB(_message.Message):
     __slots__ = ()
@@ -270,8 +274,10 @@ class ListMastersResponsePB(_message.Message):
     def __init__(self, masters: _Optional[_Iterable[_Union[MasterEntryPB, _Mapping]]] = ...) -> None: ...
 
 class ListTabletServersRequestPB(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("max_staleness_ms",)
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    max_staleness_ms: int
+    def __init__(self, max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class ListTabletServersResponsePB(_message.Message):
     __slots__ = ("servers", "catalog_known")
@@ -470,10 +476,12 @@ class AlterTableResponsePB(_message.Message):
     def __init__(self, schema_version: _Optional[int] = ...) -> None: ...
 
 class ListTablesRequestPB(_message.Message):
-    __slots__ = ("name_filter",)
+    __slots__ = ("name_filter", "max_staleness_ms")
     NAME_FILTER_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     name_filter: str
-    def __init__(self, name_filter: _Optional[str] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, name_filter: _Optional[str] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class ListTablesResponsePB(_message.Message):
     __slots__ = ("tables",)
@@ -493,10 +501,12 @@ class ListTablesResponsePB(_message.Message):
     def __init__(self, tables: _Optional[_Iterable[_Union[ListTablesResponsePB.TableInfo, _Mapping]]] = ...) -> None: ...
 
 class GetTableSchemaRequestPB(_message.Message):
-    __slots__ = ("table",)
+    __slots__ = ("table", "max_staleness_ms")
     TABLE_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     table: _common_pb2.TableIdentifierPB
-    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTableSchemaResponsePB(_message.Message):
     __slots__ = ("table_id", "table_name", "schema", "partitioner", "num_replicas", "schema_version", "create_table_done", "placement", "range_placements")
@@ -538,16 +548,18 @@ class TabletLocationsPB(_message.Message):
     def __init__(self, tablet_id: _Optional[str] = ..., partition: _Optional[bytes] = ..., replicas: _Optional[_Iterable[_Union[TabletLocationsPB.Replica, _Mapping]]] = ...) -> None: ...
 
 class GetTableLocationsRequestPB(_message.Message):
-    __slots__ = ("table", "partition_key_start", "partition_key_end", "max_returned_locations")
+    __slots__ = ("table", "partition_key_start", "partition_key_end", "max_returned_locations", "max_staleness_ms")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_START_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEY_END_FIELD_NUMBER: _ClassVar[int]
     MAX_RETURNED_LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     table: _common_pb2.TableIdentifierPB
     partition_key_start: bytes
     partition_key_end: bytes
     max_returned_locations: int
-    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., partition_key_start: _Optional[bytes] = ..., partition_key_end: _Optional[bytes] = ..., max_returned_locations: _Optional[int] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, table: _Optional[_Union[_common_pb2.TableIdentifierPB, _Mapping]] = ..., partition_key_start: _Optional[bytes] = ..., partition_key_end: _Optional[bytes] = ..., max_returned_locations: _Optional[int] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTableLocationsResponsePB(_message.Message):
     __slots__ = ("tablet_locations", "ts_infos", "ttl_millis")
@@ -560,10 +572,12 @@ class GetTableLocationsResponsePB(_message.Message):
     def __init__(self, tablet_locations: _Optional[_Iterable[_Union[TabletLocationsPB, _Mapping]]] = ..., ts_infos: _Optional[_Iterable[_Union[_common_pb2.TSInfoPB, _Mapping]]] = ..., ttl_millis: _Optional[int] = ...) -> None: ...
 
 class GetTabletLocationsRequestPB(_message.Message):
-    __slots__ = ("tablet_ids",)
+    __slots__ = ("tablet_ids", "max_staleness_ms")
     TABLET_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     tablet_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tablet_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    max_staleness_ms: int
+    def __init__(self, tablet_ids: _Optional[_Iterable[str]] = ..., max_staleness_ms: _Optional[int] = ...) -> None: ...
 
 class GetTabletLocationsResponsePB(_message.Message):
     __slots__ = ("tablet_locations", "ts_infos", "errors")

@@ -220,13 +220,15 @@ class ChecksumResponsePB(_message.Message):
     def __init__(self, checksum: _Optional[int] = ..., rows_checksummed: _Optional[int] = ..., marker_index: _Optional[int] = ...) -> None: ...
 
 class ListTabletsRequestPB(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("need_metadata",)
+    NEED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    need_metadata: bool
+    def __init__(self, need_metadata: _Optional[bool] = ...) -> None: ...
 
 class ListTabletsResponsePB(_message.Message):
     __slots__ = ("tablets",)
     class StatusPB(_message.Message):
-        __slots__ = ("tablet_id", "table_id", "table_name", "state", "error", "applied_index", "num_rows")
+        __slots__ = ("tablet_id", "table_id", "table_name", "state", "error", "applied_index", "num_rows", "partition", "partition_schema", "schema", "schema_version", "committed_config")
         TABLET_ID_FIELD_NUMBER: _ClassVar[int]
         TABLE_ID_FIELD_NUMBER: _ClassVar[int]
         TABLE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +236,11 @@ class ListTabletsResponsePB(_message.Message):
         ERROR_FIELD_NUMBER: _ClassVar[int]
         APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
         NUM_ROWS_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+        SCHEMA_FIELD_NUMBER: _ClassVar[int]
+        SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+        COMMITTED_CONFIG_FIELD_NUMBER: _ClassVar[int]
         tablet_id: str
         table_id: str
         table_name: str
@@ -241,7 +248,12 @@ class ListTabletsResponsePB(_message.Message):
         error: str
         applied_index: int
         num_rows: int
-        def __init__(self, tablet_id: _Optional[str] = ..., table_id: _Optional[str] = ..., table_name: _Optional[str] = ..., state: _Optional[_Union[TabletStatePB, str]] = ..., error: _Optional[str] = ..., applied_index: _Optional[int] = ..., num_rows: _Optional[int] = ...) -> None: ...
+        partition: bytes
+        partition_schema: bytes
+        schema: bytes
+        schema_version: int
+        committed_config: _consensus_pb2.RaftConfigPB
+        def __init__(self, tablet_id: _Optional[str] = ..., table_id: _Optional[str] = ..., table_name: _Optional[str] = ..., state: _Optional[_Union[TabletStatePB, str]] = ..., error: _Optional[str] = ..., applied_index: _Optional[int] = ..., num_rows: _Optional[int] = ..., partition: _Optional[bytes] = ..., partition_schema: _Optional[bytes] = ..., schema: _Optional[bytes] = ..., schema_version: _Optional[int] = ..., committed_config: _Optional[_Union[_consensus_pb2.RaftConfigPB, _Mapping]] = ...) -> None: ...
     TABLETS_FIELD_NUMBER: _ClassVar[int]
     tablets: _containers.RepeatedCompositeFieldContainer[ListTabletsResponsePB.StatusPB]
     def __init__(self, tablets: _Optional[_Iterable[_Union[ListTabletsResponsePB.StatusPB, _Mapping]]] = ...) -> None: ...

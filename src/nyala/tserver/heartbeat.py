@@ -56,6 +56,8 @@ class MasterLink:
     is_leader: bool = False
     heartbeats_sent: int = 0
     consecutive_failures: int = 0
+    #: The version of the tablet-server address book last taken from this master (0: none).
+    addresses_version: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -155,6 +157,7 @@ class Heartbeater:
             instance=self._instance,
             tablet_report=report,
             num_live_tablets=sum(1 for t in tablets if t.state == tpb.RUNNING),
+            tserver_addresses_version=link.addresses_version,
         )
         if not link.registered:
             request.registration.CopyFrom(self._registration())
@@ -170,11 +173,14 @@ class Heartbeater:
         link.is_leader = response.leader_master
         if response.location:
             self.own_location = response.location
+        # The master sends the address book only when this link's copy is not its current version.
         for peer in response.tserver_addresses:
             if peer.permanent_uuid and peer.rpc_address.port:
                 self._directory.learn(peer.permanent_uuid, HostPort(peer.rpc_address.host, peer.rpc_address.port))
                 if peer.location:
                     self.locations[peer.permanent_uuid] = peer.location
+        if response.tserver_addresses or not response.tserver_addresses_version:
+            link.addresses_version = response.tserver_addresses_version
         if response.needs_reregister:
             link.registered = False
             link.needs_full_report = True

@@ -21,6 +21,7 @@ it has applied the marker and answers with its checksum there (see :mod:`.checks
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -236,6 +237,14 @@ class TabletService:
             if tablet.state == tpb.RUNNING and tablet.store is not None and tablet.raft is not None:
                 status.applied_index = tablet.raft.applied_index
                 status.num_rows = await asyncio.to_thread(_count_rows, tablet)
+            if request.need_metadata:
+                status.partition = json.dumps(meta.partition.to_dict(), sort_keys=True).encode()
+                status.partition_schema = json.dumps(meta.partition_schema.to_dict(), sort_keys=True).encode()
+                status.schema = meta.schema.to_json()
+                status.schema_version = meta.schema_version
+                consensus = tablet.consensus_state()
+                if consensus is not None:
+                    status.committed_config.CopyFrom(consensus.committed_config)
         return response
 
     def get_status(

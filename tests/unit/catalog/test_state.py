@@ -132,3 +132,32 @@ def test_rebuild_from_entries_equals_the_incremental_state_and_empty_value_delet
     rebuilt.apply(mpb.CatalogWritePB(mutations=[mpb.CatalogMutationPB(entry_type=mpb.TABLETS_ENTRY, entry_id=some)]))
     assert rebuilt.tablet(some) is None
     assert len(rebuilt) == 5
+
+
+def test_range_lookups_by_bisection_match_a_full_scan_with_tombstones_about() -> None:
+    state = CatalogState()
+    table_id = created(state)
+    every = state.tablets_of(table_id)
+    # Tombstone every other tablet: lookups must skip them, and find the live ones around them.
+    for t in every[::2]:
+        entry = copy_tablet_entry(t.entry)
+        entry.state = mpb.SysTabletsEntryPB.DELETED
+        state.apply(mpb.CatalogWritePB(mutations=[tablet_mutation(t.tablet_id, entry)]))
+    live = state.tablets_of(table_id)
+    assert len(live) == len(every) - len(every[::2])
+    bounds = sorted({b"", b"\xff" * 8} | {t.partition.partition_key_start for t in every})
+    keys = sorted({*bounds, *(b + b"\x00" for b in bounds)})
+
+    def scan(start: bytes, end: bytes) -> list[str]:
+        return [
+            t.tablet_id
+            for t in live
+            if (not end or t.partition.partition_key_start < end)
+            and (not t.partition.partition_key_end or t.partition.partition_key_end > start)
+        ]
+
+    for start in keys:
+        for end in [b"", *keys]:
+            if end and end <= start:
+                continue
+            assert [t.tablet_id for t in state.tablets_in_range(table_id, start, end)] == scan(start, end)

@@ -347,11 +347,24 @@ class FakeMaster:
     def _wrap(self, name: str, handler: Callable[[Any, CallContext], Any]) -> Callable[[Any, CallContext], Any]:
         def wrapped(request: Any, ctx: CallContext) -> Any:
             self.calls[name] = self.calls.get(name, 0) + 1
-            if name not in ("ConnectToMaster", "ListMasters"):
+            if name not in ("ConnectToMaster", "ListMasters") and not self._follower_may_answer(request):
                 self._check_leader()
             return handler(request, ctx)
 
         return wrapped
+
+    def _follower_may_answer(self, request: Any) -> bool:
+        """A follower read: the request allows at least this master's staleness."""
+        bound = getattr(request, "max_staleness_ms", 0)
+        if not bound or self.cluster.leader_master == self.index:
+            return False
+        staleness = self.cluster.follower_staleness_ms.get(self.index, 0)
+        if staleness > bound:
+            raise NotTheLeader(
+                f"catalog may be {staleness} ms old, more than the {bound} ms the request allows",
+                leader_hint=str(self.cluster.masters[self.cluster.leader_master].address),
+            )
+        return True
 
     def _check_leader(self) -> None:
         cluster = self.cluster
@@ -575,6 +588,8 @@ class FakeCluster:
         self.tablets: dict[str, FakeTablet] = {}
         self.leader_master = 0
         self.hints = True
+        #: Follower reads: master index -> how stale its catalog is (default 0: it answers any bound).
+        self.follower_staleness_ms: dict[int, int] = {}
         self.unavailable_catalog_calls = 0
         #: Apply this many CreateTable/DeleteTable calls and then answer TIMED_OUT.
         self.lose_ddl_responses = 0

@@ -37,7 +37,7 @@ def test_large_payloads_travel_as_sidecars_and_small_ones_inline() -> None:
 
 def test_messages_without_entries_round_trip_without_sidecars() -> None:
     for message in (
-        Heartbeat("g", "a", "b", 4, commit_index=7, read_seq=2),
+        Heartbeat("g", "a", "b", 4, commit_index=7, read_seq=2, leader_commit=9),
         VoteRequest("g", "a", "b", 5, last_index=3, last_term=2, pre_vote=True, ignore_live_leader=False),
     ):
         decoded, sidecars = _round_trip(message)

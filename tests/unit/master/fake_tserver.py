@@ -46,6 +46,7 @@ class FakeTabletServer:
         self.calls: list[tuple[str, object]] = []
         self.heartbeating = True
         self.ignore_deletes = False  # answer DeleteTablet but keep the tablet (a lost delete)
+        self.ignore_alters = False  # answer AlterSchema but keep the old schema (a lost alter)
         self.fail_creates = False
         self.full_reports_sent = 0
         self.leader_master: str | None = None
@@ -110,6 +111,8 @@ class FakeTabletServer:
 
     def _alter(self, request: tpb.AlterSchemaRequestPB, ctx: CallContext) -> tpb.AlterSchemaResponsePB:
         self.calls.append(("alter", request))
+        if self.ignore_alters:
+            return tpb.AlterSchemaResponsePB()
         tablet = self.tablets[request.tablet_id]
         tablet.schema_version = max(tablet.schema_version, request.schema_version)
         self._mark(request.tablet_id)

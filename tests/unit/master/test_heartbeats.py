@@ -36,7 +36,9 @@ def ident(name: str) -> common_pb2.TableIdentifierPB:
     return common_pb2.TableIdentifierPB(table_name=name)
 
 
-def test_unknown_tserver_is_asked_to_register_and_every_heartbeat_lists_tserver_addresses(tmp_path: Path) -> None:
+def test_unknown_tserver_is_asked_to_register_and_heartbeats_list_tserver_addresses_when_changed(
+    tmp_path: Path,
+) -> None:
     async def main() -> None:
         async with cluster(tmp_path, num_tservers=2) as c:
             stranger = mpb.TSHeartbeatRequestPB(instance=common_pb2.NodeInstancePB(permanent_uuid="f" * 32))
@@ -44,7 +46,13 @@ def test_unknown_tserver_is_asked_to_register_and_every_heartbeat_lists_tserver_
             assert response.needs_reregister
             assert response.leader_master
             assert {a.permanent_uuid for a in response.tserver_addresses} == {t.uuid for t in c.tservers}
+            assert response.tserver_addresses_version == c.master.ts_manager.addresses_version
             assert c.master.ts_manager.get("f" * 32) is None
+            # A server that holds the current version gets no list; one with another version does.
+            stranger.tserver_addresses_version = response.tserver_addresses_version
+            assert not (await c.call(TS_HEARTBEAT, stranger)).tserver_addresses
+            stranger.tserver_addresses_version += 1
+            assert len((await c.call(TS_HEARTBEAT, stranger)).tserver_addresses) == 2
             # Each fake registered and sent exactly one full report so far (asked only once per term).
             assert all(t.full_reports_sent == 1 for t in c.tservers)
             # A restarted tablet server (higher instance) must register and report in full again.

@@ -65,3 +65,25 @@ def test_bad_heartbeats_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="bad RPC address"):
         ts.heartbeat(heartbeat("a", 1, register=True, port=0))
     assert ts.all() == []
+
+
+def test_the_address_book_version_changes_only_with_the_addresses() -> None:
+    ts = TSManager(unresponsive_timeout_ms=3000)
+    v0 = ts.addresses_version
+    ts.heartbeat(heartbeat("a", 1, register=True))
+    v1 = ts.addresses_version
+    assert v1 != v0
+    book = ts.peer_addresses()
+    assert ts.peer_addresses() is book  # built once per version
+    ts.heartbeat(heartbeat("a", 1))
+    ts.heartbeat(heartbeat("a", 2, register=True))  # a restart at the same address: same book
+    assert ts.addresses_version == v1
+    ts.heartbeat(heartbeat("a", 3, register=True, port=7061))  # moved
+    assert ts.addresses_version != v1
+    assert [p.rpc_address.port for p in ts.peer_addresses()] == [7061]
+    v2 = ts.addresses_version
+    ts.forget("a")
+    assert ts.addresses_version != v2
+    assert ts.peer_addresses() == []
+    # Another registry (another master, or this one restarted) starts from another version.
+    assert TSManager(unresponsive_timeout_ms=3000).addresses_version != v0

@@ -151,6 +151,30 @@ def test_tserver_addresses_are_learned() -> None:
     with_master(scenario)
 
 
+def test_the_address_book_version_is_echoed_so_the_master_sends_it_only_when_it_changed() -> None:
+    async def scenario(master: FakeMaster, hb: Heartbeater, _: dict[str, FakeTablet], directory: PeerDirectory) -> None:
+        book = [
+            tpb.PeerAddressPB(permanent_uuid="ts-2", rpc_address=common_pb2.HostPortPB(host="127.0.0.2", port=7050))
+        ]
+        master.next = mpb.TSHeartbeatResponsePB(tserver_addresses=book, tserver_addresses_version=41)
+        await hb.heartbeat(hb.links[0])
+        assert master.requests[-1].tserver_addresses_version == 0  # it had none
+        master.next = mpb.TSHeartbeatResponsePB(tserver_addresses_version=41)  # unchanged: no list
+        await hb.heartbeat(hb.links[0])
+        assert master.requests[-1].tserver_addresses_version == 41
+        assert directory.get("ts-2") == HostPort("127.0.0.2", 7050)  # kept
+        moved = [
+            tpb.PeerAddressPB(permanent_uuid="ts-2", rpc_address=common_pb2.HostPortPB(host="127.0.0.3", port=7050))
+        ]
+        master.next = mpb.TSHeartbeatResponsePB(tserver_addresses=moved, tserver_addresses_version=42)
+        await hb.heartbeat(hb.links[0])
+        await hb.heartbeat(hb.links[0])
+        assert master.requests[-1].tserver_addresses_version == 42
+        assert directory.get("ts-2") == HostPort("127.0.0.3", 7050)
+
+    with_master(scenario)
+
+
 def test_trigger_sends_a_heartbeat_without_waiting_for_the_interval() -> None:
     async def scenario(master: FakeMaster, hb: Heartbeater, tablets: dict[str, FakeTablet], _: PeerDirectory) -> None:
         hb.start()

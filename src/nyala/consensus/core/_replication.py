@@ -256,7 +256,9 @@ class ReplicationMixin(CoreState):
         self._read_round_due = False
         for peer_id, progress in self._progress.items():
             commit = min(progress.match, self._commit)
-            self._send(Heartbeat(self.group_id, self.peer_id, peer_id, self._term, commit, self._read_seq))
+            self._send(
+                Heartbeat(self.group_id, self.peer_id, peer_id, self._term, commit, self._read_seq, self._commit)
+            )
             if commit == self._commit:  # the heartbeat is the notice: no AppendEntries besides
                 progress.sent_commit = max(progress.sent_commit, commit)
 

@@ -96,6 +96,9 @@ class Heartbeat:
 
     ``commit_index`` is capped at what the recipient is known to hold.  ``read_seq`` numbers the
     heartbeat round so that read-index requests can wait for a majority to answer it.
+    ``leader_commit`` is the leader's whole commit index, uncapped: a follower that has applied
+    up to it holds everything committed when the heartbeat was sent (follower reads prove
+    their staleness bound with it; 0 from a sender that does not say).
     """
 
     group_id: str
@@ -104,6 +107,7 @@ class Heartbeat:
     term: int
     commit_index: int
     read_seq: int
+    leader_commit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ def encode_message(m: Message, sidecars: list[Buffer]) -> pb.RaftMessagePB:
     if isinstance(m, Heartbeat):
         out.heartbeat.commit_index = m.commit_index
         out.heartbeat.read_seq = m.read_seq
+        out.heartbeat.leader_commit = m.leader_commit
     elif isinstance(m, HeartbeatResponse):
         out.heartbeat_response.read_seq = m.read_seq
         out.heartbeat_response.last_index = m.last_index
@@ -84,7 +85,8 @@ def decode_message(m: pb.RaftMessagePB, sidecars: Sequence[Buffer] = ()) -> Mess
     head = (m.group_id, m.sender, m.recipient, m.term)
     kind = m.WhichOneof("body")
     if kind == "heartbeat":
-        return Heartbeat(*head, commit_index=m.heartbeat.commit_index, read_seq=m.heartbeat.read_seq)
+        h = m.heartbeat
+        return Heartbeat(*head, commit_index=h.commit_index, read_seq=h.read_seq, leader_commit=h.leader_commit)
     if kind == "heartbeat_response":
         r = m.heartbeat_response
         return HeartbeatResponse(*head, read_seq=r.read_seq, last_index=r.last_index)

@@ -44,9 +44,11 @@ from typing import Any, Protocol
 
 from nyala.common.config import setting
 from nyala.consensus.core import (
+    AppendRequest,
     ConfigChange,
     EntryType,
     HardState,
+    Heartbeat,
     LogEntry,
     Message,
     OpId,
@@ -177,6 +179,9 @@ class RaftReplica:
         self.active_config = committed_config
         #: Called after the role, leader, term or config changed (tablet reports use it).
         self.on_change: Callable[[RaftReplica], None] | None = None
+        #: Called on a follower with the leader's commit index each time a message of the current
+        #: leader arrives (it had committed that much when it sent it): follower reads use it.
+        self.on_leader_contact: Callable[[int], None] | None = None
         #: Called, while leading, with each peer that needs a tablet copy: one whose next entries
         #: this leader has compacted away (the core repeats it every few election timeouts).
         self.on_copy_needed: Callable[[RaftReplica, str], None] | None = None
@@ -330,7 +335,21 @@ class RaftReplica:
         if self._closed or self._failed:
             return
         self._core.step(message)
+        if self.on_leader_contact is not None and isinstance(message, (AppendRequest, Heartbeat)):
+            self._note_leader_contact(message)
         self._kick()
+
+    def _note_leader_contact(self, message: AppendRequest | Heartbeat) -> None:
+        core = self._core
+        # Only a message the core took as coming from its current leader says what that leader
+        # had committed; a stale leader's message (lower term) was refused.
+        if core.is_leader or core.term != message.term or core.leader_id != message.sender:
+            return
+        commit = message.commit_index if isinstance(message, AppendRequest) else message.leader_commit
+        # A new leader's commit index covers everything committed before it only once an entry of
+        # its own term committed (its NO_OP); until then it may lag what its predecessor committed.
+        if commit > 0 and core.term_at(commit) == message.term and self.on_leader_contact is not None:
+            self.on_leader_contact(commit)
 
     def tick(self, now_tick: int | None = None) -> None:
         """One tick; ``now_tick`` is the process-wide tick number that aligns heartbeat phases."""
