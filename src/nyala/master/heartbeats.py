@@ -77,6 +77,10 @@ class HeartbeatHandler:
             tablet_report_sequence_number=request.tablet_report.sequence_number,
             tserver_addresses=self._ts.peer_addresses(),
         )
+        if response.leader_master:  # the leader's members are the ones to follow (masters added or removed)
+            response.master_addresses.extend(
+                common_pb2.HostPortPB(host=a.host, port=a.port) for a in self._manager.peers.addresses
+            )
         descriptor = outcome.descriptor
         if descriptor is None:
             return response

@@ -14,11 +14,14 @@ from nyala.consensus.runtime import RaftReplica, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
 from nyala.errors import NyalaError
 from nyala.master.auto_rebalancer import AutoRebalancer
+from nyala.master.catalog_copy import CatalogCopySource
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
 from nyala.master.heartbeats import HeartbeatHandler
+from nyala.master.joining import existing_masters, join_cluster
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
+from nyala.master.membership import MasterMembership
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers, own_and_all_addresses
 from nyala.master.rebalance_lease import RebalanceLease
@@ -28,6 +31,7 @@ from nyala.master.tablet_tasks import TabletTasks
 from nyala.master.ts_manager import TSManager
 from nyala.master.tserver_lifecycle import TServerLifecycle
 from nyala.master.web import MasterPages
+from nyala.proto import master_pb2 as mpb
 from nyala.server import ServerBase
 from nyala.web import WebServer
 from nyala.web.view import Cell
@@ -37,6 +41,7 @@ __all__ = ["Master"]
 log = logging.getLogger("nyala.master")
 
 SYS_CATALOG_DIR = "sys-catalog"
+COPY_SESSIONS_DIR = "tablet-copy-sessions"
 
 
 class Master(ServerBase):
@@ -81,6 +86,16 @@ class Master(ServerBase):
         self.heartbeats = HeartbeatHandler(
             self.instance, self.ts_manager, self.catalog_manager, self.tablet_tasks, self.locations
         )
+        self.membership = MasterMembership(
+            self.uuid,
+            self.catalog_manager,
+            self.peers,
+            self.transport.directory,
+            self.messenger,
+            options.server.raft.timing().election_ticks,
+        )
+        self.catalog_copy = CatalogCopySource(self.data_dir.path / COPY_SESSIONS_DIR)
+        self.catalog_copy.register(self.rpc)
         MasterService(self).register(self.rpc)
         self._opening: asyncio.Task[None] | None = None
         #: Set when the catalog cannot be opened; ``run`` then exits with it.
@@ -117,6 +132,9 @@ class Master(ServerBase):
             for uuid, address in self.peers.by_uuid.items():
                 if uuid != self.uuid:
                     self.transport.directory.learn(uuid, address)
+            await asyncio.to_thread(self.catalog_copy.clear_leftovers)
+            if not (self.catalog_dir / "raft" / CMETA_FILE).exists():
+                await self._join_if_new()
             store = await asyncio.to_thread(
                 SysCatalogStore.open,
                 self.catalog_dir / "store",
@@ -128,12 +146,22 @@ class Master(ServerBase):
                 loop.call_soon_threadsafe(self._forget_tservers, uuids)
 
             store.on_unregistered = unregistered
+
+            def masters(entries: dict[str, mpb.SysMasterEntryPB]) -> None:  # on the apply thread
+                loop.call_soon_threadsafe(self.membership.learn, entries)
+
+            store.on_masters = masters
+            self.membership.book.update(self.peers.by_uuid)
+            catalog = await asyncio.to_thread(store.load)
             try:
                 replica = await self._open_replica(store)
             except BaseException:
                 await asyncio.to_thread(store.close)
                 raise
+            self.catalog_manager.on_replica_change = self.membership.sync
             self.catalog_manager.start(replica, store)
+            self.catalog_copy.replica, self.catalog_copy.store = replica, store
+            self.membership.learn(dict(catalog.masters))
             log.info("sys catalog open: masters %s", {u[:8]: str(a) for u, a in self.peers.by_uuid.items()})
         except asyncio.CancelledError:
             raise
@@ -141,6 +169,27 @@ class Master(ServerBase):
             log.critical("cannot open the sys catalog: %s", e, exc_info=not isinstance(e, NyalaError))
             self.fatal = e
             self._fatal_event.set()
+
+    async def _join_if_new(self) -> None:
+        """At first start: if the other masters run a cluster that does not count this master,
+        join it (wait to be added, copy the catalog) instead of creating a catalog."""
+        others = [a for a in self.peers.addresses if a != self.peers.self_address]
+        if not others:
+            return
+        masters = await existing_masters(self.messenger, self.peers.self_address, others)
+        if masters is None:
+            return
+        log.info("the masters %s run a cluster without this master: joining it", ", ".join(map(str, masters)))
+        await join_cluster(
+            self.messenger,
+            self.uuid,
+            self.peers.self_address,
+            masters,
+            auto_join=self.master_options.master_auto_join,
+            catalog_dir=self.catalog_dir,
+            store_dir=self.catalog_dir / "store",
+            raft_dir=self.catalog_dir / "raft",
+        )
 
     async def _open_replica(self, store: SysCatalogStore) -> RaftReplica:
         directory = self.catalog_dir / "raft"
@@ -185,6 +234,7 @@ class Master(ServerBase):
             self.auto_rebalancer.stop()
         else:
             self.tablet_tasks.start(view)
+            self.membership.start_backfill()
             self.rebalance_lease.new_leadership()
             if self.master_options.auto_rebalancing_enabled:
                 self.auto_rebalancer.start(view)
@@ -196,6 +246,7 @@ class Master(ServerBase):
                 await self._opening
         await self.auto_rebalancer.close()
         await self.tablet_tasks.close()
+        await self.catalog_copy.close()
         await self.catalog_manager.stop()
 
     async def run(self) -> None:
