@@ -13,17 +13,25 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+from google.protobuf.message import Message
 
 import nyala
 from nyala.client import Client, schema
-from nyala.errors import NyalaError
+from nyala.common.hostport import HostPort
+from nyala.errors import Aborted, NyalaError
+from nyala.proto import master_pb2 as mpb
+from nyala.rpc import Messenger, RpcMethod
+from nyala.rpc.loop import run
+from nyala.services import REMOVE_MASTER
 from nyala.testing.minicluster import ClusterServer, MiniCluster, MiniClusterOptions
 from nyala.testing.wait import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
+ResponseT = TypeVar("ResponseT", bound=Message)
 SCHEMA = schema([("id", "int64"), ("v", "string")], primary_key="id")
 
 
@@ -31,6 +39,14 @@ def nyala_cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProce
     return subprocess.run(
         [sys.executable, "-m", "nyala", *args], capture_output=True, text=True, timeout=timeout_s, check=False
     )
+
+
+async def call_once(address: HostPort, method: RpcMethod[Any, ResponseT], request: Message) -> ResponseT:
+    messenger = Messenger()
+    try:
+        return await messenger.call(address, method, request, timeout=30)
+    finally:
+        await messenger.close()
 
 
 def masters_flag(cluster: MiniCluster, servers: list[ClusterServer] | None = None) -> str:
@@ -136,6 +152,11 @@ def test_grow_from_one_to_three_masters_under_load_and_lose_the_old_leader(clust
         # No acknowledged write was lost.
         ids = set(client.open_table("load").scanner(columns=["id"]).to_arrow().column("id").to_pylist())
         assert set(load.acked) <= ids
+        # The tablet server's flags still name only the dead master: restarted, it reaches the
+        # new ones from what it remembered (a new tablet goes RUNNING only on its report).
+        cluster.restart(tserver)
+        again = client.create_table("after-tserver-restart", SCHEMA, num_replicas=1, timeout_s=90)
+        assert again.insert([{"id": 2, "v": "y"}]) == []
     # A restart with the new set of masters is accepted.
     second = cluster.masters[1]
     cluster.kill(second)
@@ -195,9 +216,20 @@ def test_bad_membership_changes_are_refused_and_change_nothing(cluster: MiniClus
         not_master = nyala_cli("master", "add", flag, str(cluster.tservers[0].address), "--timeout-s", "10")
         assert not_master.returncode != 0
         assert "not a Nyala master" in not_master.stderr
+        # A stale compare-and-set index: refused, nothing removed.
+        leader_uuid = next(u for u, r in voters(client).items() if r == "LEADER")
+        leader_address = next(m.address for m in cluster.masters if m.uuid == leader_uuid)
+        follower_uuid = next(u for u in voters(client) if u != leader_uuid)
+        with pytest.raises(Aborted, match="CAS_FAILED"):
+            run(
+                call_once(
+                    leader_address,
+                    REMOVE_MASTER,
+                    mpb.RemoveMasterRequestPB(uuid=follower_uuid, cas_config_opid_index=999),
+                )
+            )
         # Breaking the majority: with one follower dead, removing the other live follower
         # would leave the leader and a dead master.
-        leader_uuid = next(u for u, r in voters(client).items() if r == "LEADER")
         dead, live = [m for m in cluster.masters if m.uuid != leader_uuid]
         cluster.kill(dead)
         broken = nyala_cli("master", "remove", flag, str(live.address))
