@@ -239,4 +239,12 @@ def test_bad_membership_changes_are_refused_and_change_nothing(cluster: MiniClus
         # Every master still listed as it was (the dead one shows its error instead of a uuid).
         assert [(m.rpc_addresses, m.member_type) for m in after] == [(m.rpc_addresses, m.member_type) for m in before]
         assert set(leaders_voters(flag)) == {leader_uuid, live.uuid}
+        # A master joins by itself even while one of the masters it is told about is down.
+        fourth = cluster.add_master(auto_join=True)
+        wait_for(
+            lambda: set(leaders_voters(flag)) == {leader_uuid, live.uuid, fourth.uuid},
+            what="the fourth master to join with one master down",
+            timeout_s=90,
+            retry_on=(NyalaError,),
+        )
     del second

@@ -316,5 +316,10 @@ class MasterMembership:
     def _live_voters(self, voters: list[str]) -> list[str]:
         replica = self.cm.replica
         assert replica is not None
-        heard = {p.peer_id for p in replica.peer_progress() if p.silent_ticks < 2 * self.election_ticks}
+        progress = replica.peer_progress()
+        if not progress and any(v != self.uuid for v in voters):
+            # The Raft core stopped leading (a transfer just completed) before this master
+            # noticed: it knows nothing of the others now.  The caller retries at the new leader.
+            raise ServiceUnavailable("this master's leadership is changing; retry")
+        heard = {p.peer_id for p in progress if p.silent_ticks < 2 * self.election_ticks}
         return [v for v in voters if v == self.uuid or v in heard]

@@ -127,14 +127,14 @@ class Master(ServerBase):
     async def _open_catalog(self) -> None:
         try:
             options = self.master_options
-            if not await asyncio.to_thread(self.peers.load):
+            loaded = await asyncio.to_thread(self.peers.load)
+            await asyncio.to_thread(self.catalog_copy.clear_leftovers)
+            joined = not (self.catalog_dir / "raft" / CMETA_FILE).exists() and await self._join_if_new()
+            if not loaded and not joined:
                 await self.peers.discover(self.messenger, options.master_registration_timeout_ms / 1000)
             for uuid, address in self.peers.by_uuid.items():
                 if uuid != self.uuid:
                     self.transport.directory.learn(uuid, address)
-            await asyncio.to_thread(self.catalog_copy.clear_leftovers)
-            if not (self.catalog_dir / "raft" / CMETA_FILE).exists():
-                await self._join_if_new()
             store = await asyncio.to_thread(
                 SysCatalogStore.open,
                 self.catalog_dir / "store",
@@ -170,15 +170,17 @@ class Master(ServerBase):
             self.fatal = e
             self._fatal_event.set()
 
-    async def _join_if_new(self) -> None:
+    async def _join_if_new(self) -> bool:
         """At first start: if the other masters run a cluster that does not count this master,
-        join it (wait to be added, copy the catalog) instead of creating a catalog."""
+        join it (wait to be added, copy the catalog) instead of creating a catalog; True then.
+        The other masters' addresses come with the copied catalog (its address book), so they
+        need not all answer, unlike at the first start of a new cluster."""
         others = [a for a in self.peers.addresses if a != self.peers.self_address]
         if not others:
-            return
+            return False
         masters = await existing_masters(self.messenger, self.peers.self_address, others)
         if masters is None:
-            return
+            return False
         log.info("the masters %s run a cluster without this master: joining it", ", ".join(map(str, masters)))
         await join_cluster(
             self.messenger,
@@ -190,6 +192,7 @@ class Master(ServerBase):
             store_dir=self.catalog_dir / "store",
             raft_dir=self.catalog_dir / "raft",
         )
+        return True
 
     async def _open_replica(self, store: SysCatalogStore) -> RaftReplica:
         directory = self.catalog_dir / "raft"
