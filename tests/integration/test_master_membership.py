@@ -181,6 +181,9 @@ def test_remove_a_follower_and_the_leader_and_rerun_both(cluster: MiniCluster) -
         assert again.returncode == 0, again.stderr
         assert "was removed already" in again.stdout
         assert set(voters(client)) == {m.uuid for m in cluster.masters} - {follower.uuid}
+        # The tablet server stops heartbeating to the removed master and remembers the rest.
+        rest = {str(m.address) for m in cluster.masters if m.uuid != follower.uuid}
+        wait_for(lambda: tserver_masters(cluster.tservers[0]) == rest, what="the tablet server to drop the master")
         cluster.kill(follower)
         # The leader: it hands leadership over first.
         removed = nyala_cli("master", "remove", flag, leader_uuid)

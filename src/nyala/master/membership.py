@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from nyala.catalog import master_mutation
 from nyala.common.hostport import HostPort
@@ -97,8 +96,6 @@ class MasterMembership:
         self._saving: asyncio.Task[None] | None = None
         self._backfill: asyncio.Task[None] | None = None
         self._dirty = False
-        #: Called after the members changed (tests, the web pages).
-        self.on_members: Callable[[], None] | None = None
 
     # -- the address book and the members --------------------------------------------------
 
@@ -139,8 +136,6 @@ class MasterMembership:
         self.peers.set_members(members)
         if self._saving is None or self._saving.done():
             self._saving = asyncio.get_running_loop().create_task(self._save(), name="save-masters")
-        if self.on_members is not None:
-            self.on_members()
 
     async def _save(self) -> None:
         while self._dirty:
