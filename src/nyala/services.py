@@ -22,6 +22,7 @@ from nyala.rpc.status import error_to_status, status_to_error
 from nyala.schema import RowFailure
 
 __all__ = [
+    "ADD_MASTER",
     "ALTER_SCHEMA",
     "ALTER_TABLE",
     "BEGIN_TABLET_COPY_SESSION",
@@ -52,6 +53,7 @@ __all__ = [
     "LIST_TABLET_SERVERS",
     "PING",
     "REBALANCE_LEASE",
+    "REMOVE_MASTER",
     "RUN_LEADER_ELECTION",
     "SCAN",
     "START_TABLET_COPY",
@@ -75,6 +77,8 @@ GET_MASTER_REGISTRATION = RpcMethod(
 )
 CONNECT_TO_MASTER = RpcMethod(_MASTER, "ConnectToMaster", mpb.ConnectToMasterRequestPB, mpb.ConnectToMasterResponsePB)
 LIST_MASTERS = RpcMethod(_MASTER, "ListMasters", mpb.ListMastersRequestPB, mpb.ListMastersResponsePB)
+ADD_MASTER = RpcMethod(_MASTER, "AddMaster", mpb.AddMasterRequestPB, mpb.AddMasterResponsePB)
+REMOVE_MASTER = RpcMethod(_MASTER, "RemoveMaster", mpb.RemoveMasterRequestPB, mpb.RemoveMasterResponsePB)
 LIST_TABLET_SERVERS = RpcMethod(
     _MASTER, "ListTabletServers", mpb.ListTabletServersRequestPB, mpb.ListTabletServersResponsePB
 )

@@ -15,7 +15,7 @@ import json
 
 from nyala.catalog.placement_policy import NO_PLACEMENT, TablePlacement
 from nyala.errors import Corruption, InvalidArgument
-from nyala.proto import consensus_pb2
+from nyala.proto import common_pb2, consensus_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import Partition, Partitioner, Schema
 
@@ -170,4 +170,12 @@ def cluster_id_mutation(cluster_id: str, create_time_us: int) -> mpb.CatalogMuta
     entry = mpb.SysClusterIdEntryPB(cluster_id=cluster_id, create_time_us=create_time_us)
     return mpb.CatalogMutationPB(
         entry_type=mpb.CLUSTER_ID, entry_id="", value=entry.SerializeToString(deterministic=True)
+    )
+
+
+def master_mutation(uuid: str, host: str, port: int, *, removed: bool = False) -> mpb.CatalogMutationPB:
+    """A master's address book entry (``removed`` once it left the sys catalog's config)."""
+    entry = mpb.SysMasterEntryPB(address=common_pb2.HostPortPB(host=host, port=port), removed=removed)
+    return mpb.CatalogMutationPB(
+        entry_type=mpb.MASTER_ENTRY, entry_id=uuid, value=entry.SerializeToString(deterministic=True)
     )

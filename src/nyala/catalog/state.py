@@ -8,7 +8,8 @@ does not decode leaves the state as it was.
 
 Kept per seed 002: tables by id (removed ones too, as tombstones), tables by name (removed ones
 omitted, so a new table may reuse the name), tablets by id (deleted ones too), and per table
-its tablets in partition-key order; and the tablet servers' states (maintenance mode) by uuid.
+its tablets in partition-key order; the tablet servers' states (maintenance mode) by uuid; and
+the masters' address book by uuid (removed masters too, marked so).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class CatalogState:
         self._table_keys: dict[str, list[tuple[bytes, str]]] = {}
         # Tablet server uuid -> its state entry; servers in NONE have none.
         self._tserver_states: dict[str, mpb.SysTServerStateEntryPB] = {}
+        #: Master uuid -> its address book entry (removed masters stay, marked removed).
+        self.masters: dict[str, mpb.SysMasterEntryPB] = {}
 
     # -- applying writes ------------------------------------------------------------------
 
@@ -63,6 +66,12 @@ class CatalogState:
                     self._tserver_states.pop(key, None)
                 else:
                     self._tserver_states[key] = value
+            elif kind == mpb.MASTER_ENTRY:
+                assert value is None or isinstance(value, mpb.SysMasterEntryPB)
+                if value is None:
+                    self.masters.pop(key, None)
+                else:
+                    self.masters[key] = value
 
     def _put_table(self, table_id: str, info: TableInfo | None) -> None:
         old = self._tables.pop(table_id, None)
@@ -199,7 +208,13 @@ class CatalogState:
         return uuid in self._tserver_states or any(uuid in t.replicas for t in self._tablets.values())
 
     def __len__(self) -> int:
-        return len(self._tables) + len(self._tablets) + len(self._tserver_states) + (1 if self.cluster_id else 0)
+        return (
+            len(self._tables)
+            + len(self._tablets)
+            + len(self._tserver_states)
+            + len(self.masters)
+            + (1 if self.cluster_id else 0)
+        )
 
 
 #: Sorts after every tablet id (ids are hex), so (key, _MAX_ID) bisects past every tablet at key.
@@ -212,7 +227,7 @@ def _sort_key(tablet: TabletInfo) -> tuple[bytes, str]:
 
 def _decode(
     m: mpb.CatalogMutationPB,
-) -> tuple[int, str, TableInfo | TabletInfo | mpb.SysTServerStateEntryPB | str | None]:
+) -> tuple[int, str, TableInfo | TabletInfo | mpb.SysTServerStateEntryPB | mpb.SysMasterEntryPB | str | None]:
     """One mutation as (type, id, decoded value); an empty value deletes the entry."""
     kind, key = m.entry_type, m.entry_id
     if kind == mpb.TABLES_ENTRY:
@@ -239,11 +254,21 @@ def _decode(
         state = mpb.SysTServerStateEntryPB()
         _parse(state, m.value, f"tablet server {key}")
         return kind, key, state
+    if kind == mpb.MASTER_ENTRY:
+        if not m.value:
+            return kind, key, None
+        master = mpb.SysMasterEntryPB()
+        _parse(master, m.value, f"master {key}")
+        return kind, key, master
     raise Corruption(f"catalog mutation of unknown entry type {kind} (id {key!r})")
 
 
 def _parse(
-    message: mpb.SysTablesEntryPB | mpb.SysTabletsEntryPB | mpb.SysClusterIdEntryPB | mpb.SysTServerStateEntryPB,
+    message: mpb.SysTablesEntryPB
+    | mpb.SysTabletsEntryPB
+    | mpb.SysClusterIdEntryPB
+    | mpb.SysTServerStateEntryPB
+    | mpb.SysMasterEntryPB,
     data: bytes,
     what: str,
 ) -> None:

@@ -24,11 +24,13 @@ import pyarrow as pa
 from nyala.common.hostport import HostPort, parse_address, parse_address_list
 from nyala.errors import AlreadyPresent, IllegalState, InvalidArgument, NotFound
 from nyala.proto import common_pb2
+from nyala.proto import consensus_pb2 as cpb
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger
 from nyala.schema import ColumnSchema, Partitioner, RangeBounds, Schema
 from nyala.schema.partition import show_value
 from nyala.services import (
+    ADD_MASTER,
     ALTER_TABLE,
     CHANGE_TSERVER_STATE,
     CREATE_TABLE,
@@ -39,6 +41,7 @@ from nyala.services import (
     LIST_TABLES,
     LIST_TABLET_SERVERS,
     REBALANCE_LEASE,
+    REMOVE_MASTER,
     UNREGISTER_TSERVER,
 )
 
@@ -456,9 +459,32 @@ class AsyncClient:
                 role=role_name(m.role),
                 term=m.term,
                 error=m.error,
+                member_type=cpb.MemberType.Name(m.member_type),
             )
             for m in response.masters
         ]
+
+    async def add_master(self, address: str, *, timeout_s: float | None = None) -> tuple[str, bool]:
+        """Add the running master at ``address`` (host:port) to the masters as a NON_VOTER that
+        the leader promotes once caught up; returns its uuid and whether it was a member already."""
+        host_port = parse_address(address)
+        deadline = self._deadline(timeout_s, f"adding master {address}")
+        request = mpb.AddMasterRequestPB(address=common_pb2.HostPortPB(host=host_port.host, port=host_port.port))
+        response = await self._ctx.masters.call(ADD_MASTER, request, deadline)
+        return response.uuid, response.already_present
+
+    async def remove_master(self, master: str, *, timeout_s: float | None = None) -> tuple[str, bool]:
+        """Remove a master named by host:port or uuid; returns its uuid and whether it had been
+        removed already."""
+        deadline = self._deadline(timeout_s, f"removing master {master}")
+        request = mpb.RemoveMasterRequestPB()
+        if ":" in master:
+            host_port = parse_address(master)
+            request.address.CopyFrom(common_pb2.HostPortPB(host=host_port.host, port=host_port.port))
+        else:
+            request.uuid = master
+        response = await self._ctx.masters.call(REMOVE_MASTER, request, deadline)
+        return response.uuid, response.already_removed
 
 
 async def connect_async(

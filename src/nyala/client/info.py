@@ -28,6 +28,8 @@ class MasterInfo:
     role: str
     term: int = 0
     error: str = ""
+    #: VOTER, or NON_VOTER while a newly added master catches up.
+    member_type: str = "VOTER"
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

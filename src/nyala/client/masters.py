@@ -1,9 +1,14 @@
 """Finding the leader master and calling it, following hints and retrying within a deadline.
 
-Discovery asks every configured master ``ConnectToMaster`` at once and takes the first that
+Discovery asks every known master ``ConnectToMaster`` at once and takes the first that
 answers LEADER.  When none does, a ``leader_address`` hint from a follower is tried; when
 there is no leader yet (an election is running), the round is repeated with backoff until
 the deadline.  Concurrent callers share one discovery.
+
+The leader's answer lists the masters of now (added or removed ones included): the client
+asks those from then on.  While a leader is cached, a successful call at most every
+``MASTERS_REFRESH_S`` also asks it ConnectToMaster in the background, so a client that never
+loses its leader still learns of masters added and removed meanwhile, before it needs them.
 
 A catalog call goes to the cached leader.  NOT_THE_LEADER with a hint (a master's RPC
 address) moves the cache there; SERVICE_UNAVAILABLE (a new leader still loading its catalog)
@@ -51,7 +56,7 @@ from ._retry import Backoff, Deadline
 from .info import role_name
 from .options import ClientOptions
 
-__all__ = ["CallTracker", "MasterProxy"]
+__all__ = ["MASTERS_REFRESH_S", "CallTracker", "MasterProxy"]
 
 
 #: The catalog reads a follower master may answer: each carries the staleness bound.
@@ -65,6 +70,9 @@ ReadRequestT = TypeVar(
 )
 
 log = logging.getLogger("nyala.client")
+
+#: How often a client that keeps its leader asks it for the current masters.
+MASTERS_REFRESH_S = 2.0
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,6 +109,8 @@ class MasterProxy:
         #: go to the leader because this client just changed the catalog there.
         self._next_read = rng.randrange(len(self.addresses))
         self._leader_reads_until = 0.0
+        self._refreshed_at = 0.0
+        self._refresh: asyncio.Task[None] | None = None
 
     async def find_leader(self, deadline: Deadline) -> HostPort:
         """The leader master's address (cached, or discovered now)."""
@@ -176,9 +186,30 @@ class MasterProxy:
         except NyalaError as exc:
             return address, exc
 
+    def _maybe_refresh(self, leader: HostPort) -> None:
+        """Ask the leader for the current masters in the background, at most every MASTERS_REFRESH_S."""
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._refreshed_at < MASTERS_REFRESH_S or (self._refresh and not self._refresh.done()):
+            return
+        self._refreshed_at = loop.time()
+
+        async def refresh() -> None:
+            _, outcome = await self._probe(leader, 5.0)
+            if not isinstance(outcome, NyalaError) and outcome.role == common_pb2.LEADER:
+                self._learn(outcome)
+
+        self._refresh = loop.create_task(refresh())
+
     def _learn(self, response: mpb.ConnectToMasterResponsePB) -> None:
+        self._refreshed_at = asyncio.get_running_loop().time()
         self.cluster_id = response.cluster_id
         self.client_location = response.client_location
+        # The leader's members: masters added or removed since this client started are
+        # followed, so the next discovery asks the masters of now.
+        members = [HostPort(a.host, a.port) for a in response.master_addresses]
+        if members and members != self.addresses:
+            log.info("the masters are now %s", ", ".join(map(str, members)))
+            self.addresses = members
 
     async def read(
         self,
@@ -264,9 +295,11 @@ class MasterProxy:
             leader = await self.find_leader(deadline)
             tracker.attempts += 1
             try:
-                return await self._messenger.call(
+                response = await self._messenger.call(
                     leader, method, request, timeout=max(1e-3, deadline.attempt_timeout(self._options))
                 )
+                self._maybe_refresh(leader)
+                return response
             except NotTheLeader as exc:
                 self.leader = _parse_hint(exc.leader_hint)
                 await backoff.wait(deadline, exc)

@@ -256,6 +256,14 @@ class Client:
     def list_masters(self, *, timeout_s: float | None = None) -> list[MasterInfo]:
         return self.run(self._aio.list_masters(timeout_s=timeout_s))
 
+    def add_master(self, address: str, *, timeout_s: float | None = None) -> tuple[str, bool]:
+        """Add the running master at ``address``; returns its uuid and whether it was a member already."""
+        return self.run(self._aio.add_master(address, timeout_s=timeout_s))
+
+    def remove_master(self, master: str, *, timeout_s: float | None = None) -> tuple[str, bool]:
+        """Remove a master (host:port or uuid); returns its uuid and whether it was removed already."""
+        return self.run(self._aio.remove_master(master, timeout_s=timeout_s))
+
     def change_tserver_state(self, uuid: str, *, maintenance: bool, timeout_s: float | None = None) -> bool:
         """Enter (``maintenance=True``) or exit maintenance mode; True when the state changed."""
         return self.run(self._aio.change_tserver_state(uuid, maintenance=maintenance, timeout_s=timeout_s))

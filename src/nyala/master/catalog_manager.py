@@ -72,14 +72,21 @@ class CatalogManager:
         self._writers: set[asyncio.Task[Any]] = set()
         #: Called with the new view once this master is leader-ready, and with None when it stops leading.
         self.on_leadership: Callable[[LeaderView | None], None] | None = None
+        #: Called whenever the sys catalog replica's role, term or configs changed.
+        self.on_replica_change: Callable[[], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self, replica: RaftReplica, store: SysCatalogStore) -> None:
         self.replica, self.store = replica, store
-        replica.on_change = lambda _replica: self._wake.set()
+        replica.on_change = lambda _replica: self._replica_changed()
         self._monitor = asyncio.get_running_loop().create_task(self._watch_leadership(), name="catalog-leadership")
         self._wake.set()
+
+    def _replica_changed(self) -> None:
+        self._wake.set()
+        if self.on_replica_change is not None:
+            self.on_replica_change()
 
     async def stop(self) -> None:
         tasks = [t for t in (self._monitor, self._becoming, *self._writers) if t is not None]

@@ -86,6 +86,10 @@ class HeartbeatHandler:
         )
         if request.tserver_addresses_version != version:  # it lacks the current address book
             response.tserver_addresses.extend(self._ts.peer_addresses())
+        if response.leader_master:  # the leader's members are the ones to follow (masters added or removed)
+            response.master_addresses.extend(
+                common_pb2.HostPortPB(host=a.host, port=a.port) for a in self._manager.peers.addresses
+            )
         descriptor = outcome.descriptor
         if descriptor is None:
             return response

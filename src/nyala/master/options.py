@@ -27,6 +27,11 @@ class MasterOptions:
         "Comma-separated host:port of every master of the cluster, this one included; empty means this "
         "master alone (its own --rpc-bind-address).",
     )
+    master_auto_join: bool = setting(
+        False,
+        "A master started into a running cluster that does not count it yet asks the leader to add it "
+        "(Kudu's master_auto_join_cluster); otherwise it waits for `nyala master add`.",
+    )
     heartbeat_interval_ms: int = setting(
         1000,
         "Interval at which the leader master retries tablet creations, deletions and alterations that "

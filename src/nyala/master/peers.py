@@ -4,8 +4,14 @@ At first start a master asks every address in ``--master-addresses`` for
 ``GetMasterRegistration`` (its own is answered locally), retrying with backoff until all have
 answered, because the sys catalog's Raft config names masters by uuid.  The uuid -> address
 map is then written atomically to ``masters.json`` in the data directory, so a restarted
-master rejoins even while other masters are down.  A restart with a different set of master
-addresses is refused: changing the masters is a membership change, not a flag edit.
+master rejoins even while other masters are down.
+
+Masters are added and removed online (``nyala.master.membership``): each time the sys
+catalog's committed config changes, :meth:`MasterPeers.set_members` replaces the map with the
+config's members and rewrites ``masters.json``.  At a restart the remembered map therefore
+rules; ``--master-addresses`` naming the same set (the new one after a change) or the set the
+master was created with is accepted, and any other set is refused, since it would point this
+master at masters it never knew (another cluster, or a typo).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class MasterPeers:
         self.addresses = addresses
         self._path = data_dir / MASTERS_FILE
         self.by_uuid: dict[str, HostPort] = {}
+        #: The --master-addresses this master was first started with (kept in masters.json).
+        self._created_with: list[HostPort] = list(addresses)
 
     def address_of(self, uuid: str) -> HostPort | None:
         return self.by_uuid.get(uuid)
@@ -68,16 +76,33 @@ class MasterPeers:
             return False
         except ValueError as e:
             raise IllegalState(f"{self._path} is not valid JSON: {e}") from e
-        remembered = {str(u): parse_address(a) for u, a in data.items()}
-        if set(remembered.values()) != set(self.addresses):
+        if "masters" not in data:  # the first format: the uuid -> address map alone
+            data = {"masters": data, "created_with": list(data.values())}
+        remembered = {str(u): parse_address(a) for u, a in data["masters"].items()}
+        created_with = {parse_address(a) for a in data.get("created_with", [])}
+        flags = set(self.addresses)
+        if flags not in (set(remembered.values()), created_with) and not flags <= set(remembered.values()):
             raise InvalidArgument(
-                f"--master-addresses {sorted(map(str, self.addresses))} differ from the masters this master "
-                f"was created with {sorted(map(str, remembered.values()))}; changing masters is not supported yet"
+                f"--master-addresses {sorted(map(str, self.addresses))} differ from this master's masters "
+                f"{sorted(map(str, remembered.values()))}; change masters with `nyala master add` and "
+                "`nyala master remove`, not by editing the flag"
             )
         if remembered.get(self.self_uuid) != self.self_address:
             raise IllegalState(f"{self._path} does not list this master ({self.self_uuid} at {self.self_address})")
         self.by_uuid = remembered
+        self.addresses = sorted(remembered.values(), key=str)
+        self._created_with = sorted(created_with, key=str)
         return True
+
+    def set_members(self, members: dict[str, HostPort]) -> None:
+        """The sys catalog's committed config changed: these are the masters now (in memory;
+        :meth:`save` writes ``masters.json``)."""
+        self.by_uuid = dict(members)
+        self.addresses = sorted(members.values(), key=str)
+
+    def save(self) -> None:
+        """Write the map to ``masters.json`` atomically (blocking: call off the event loop)."""
+        self._save()
 
     async def discover(self, messenger: Messenger, timeout_s: float, rng: random.Random | None = None) -> None:
         """Ask every other master for its uuid until all have answered, then remember the map."""
@@ -112,5 +137,9 @@ class MasterPeers:
         return response.instance.permanent_uuid or None
 
     def _save(self) -> None:
-        text = json.dumps({u: str(a) for u, a in sorted(self.by_uuid.items())}, indent=1)
+        data = {
+            "masters": {u: str(a) for u, a in sorted(self.by_uuid.items())},
+            "created_with": [str(a) for a in self._created_with],
+        }
+        text = json.dumps(data, indent=1)
         write_atomically(self._path, text.encode())

@@ -14,12 +14,15 @@ from nyala.consensus.runtime import RaftReplica, ReplicaOptions
 from nyala.consensus.runtime.cmeta import CMETA_FILE
 from nyala.errors import NyalaError
 from nyala.master.auto_rebalancer import AutoRebalancer
+from nyala.master.catalog_copy import CatalogCopySource
 from nyala.master.catalog_manager import CatalogManager
 from nyala.master.ddl import Ddl
 from nyala.master.follower_reads import FollowerCatalog
 from nyala.master.heartbeats import HeartbeatHandler
+from nyala.master.joining import existing_masters, join_cluster
 from nyala.master.leader import LeaderView
 from nyala.master.location_mapping import LocationMapper
+from nyala.master.membership import MasterMembership
 from nyala.master.metrics import MasterMetrics
 from nyala.master.options import MasterOptions
 from nyala.master.peers import MasterPeers, own_and_all_addresses
@@ -41,6 +44,7 @@ __all__ = ["Master"]
 log = logging.getLogger("nyala.master")
 
 SYS_CATALOG_DIR = "sys-catalog"
+COPY_SESSIONS_DIR = "tablet-copy-sessions"
 
 
 class Master(ServerBase):
@@ -95,6 +99,16 @@ class Master(ServerBase):
             tasks_in_flight=self.tablet_tasks.in_flight,
             rebalance=lambda: (self.auto_rebalancer.rounds, self.auto_rebalancer.moves_started),
         )
+        self.membership = MasterMembership(
+            self.uuid,
+            self.catalog_manager,
+            self.peers,
+            self.transport.directory,
+            self.messenger,
+            options.server.raft.timing().election_ticks,
+        )
+        self.catalog_copy = CatalogCopySource(self.data_dir.path / COPY_SESSIONS_DIR)
+        self.catalog_copy.register(self.rpc)
         MasterService(self).register(self.rpc)
         self._opening: asyncio.Task[None] | None = None
         self._rebuild: asyncio.Task[None] | None = None
@@ -134,7 +148,10 @@ class Master(ServerBase):
     async def _open_catalog(self) -> None:
         try:
             options = self.master_options
-            if not await asyncio.to_thread(self.peers.load):
+            loaded = await asyncio.to_thread(self.peers.load)
+            await asyncio.to_thread(self.catalog_copy.clear_leftovers)
+            joined = not (self.catalog_dir / "raft" / CMETA_FILE).exists() and await self._join_if_new()
+            if not loaded and not joined:
                 await self.peers.discover(self.messenger, options.master_registration_timeout_ms / 1000)
             for uuid, address in self.peers.by_uuid.items():
                 if uuid != self.uuid:
@@ -150,10 +167,17 @@ class Master(ServerBase):
                 loop.call_soon_threadsafe(self._forget_tservers, uuids)
 
             store.on_unregistered = unregistered
+
+            def masters(entries: dict[str, mpb.SysMasterEntryPB]) -> None:  # on the apply thread
+                loop.call_soon_threadsafe(self.membership.learn, entries)
+
+            store.on_masters = masters
+            self.membership.book.update(self.peers.by_uuid)
+            catalog = await asyncio.to_thread(store.load)
             try:
                 # The follower-read view starts from what is stored and folds every write applied
                 # after it, in order, on this loop (before the replica counts it applied).
-                self.follower_catalog.open(await asyncio.to_thread(store.load))
+                self.follower_catalog.open(catalog)
 
                 def applied(writes: list[mpb.CatalogWritePB]) -> None:  # on the apply thread
                     loop.call_soon_threadsafe(self.follower_catalog.writes_applied, writes)
@@ -165,7 +189,10 @@ class Master(ServerBase):
                 raise
             self.follower_catalog.attach(lambda: replica.applied_index)
             replica.on_leader_contact = self.follower_catalog.heard_from_leader
+            self.catalog_manager.on_replica_change = self.membership.sync
             self.catalog_manager.start(replica, store)
+            self.catalog_copy.replica, self.catalog_copy.store = replica, store
+            self.membership.learn(dict(catalog.masters))
             log.info("sys catalog open: masters %s", {u[:8]: str(a) for u, a in self.peers.by_uuid.items()})
         except asyncio.CancelledError:
             raise
@@ -173,6 +200,30 @@ class Master(ServerBase):
             log.critical("cannot open the sys catalog: %s", e, exc_info=not isinstance(e, NyalaError))
             self.fatal = e
             self._fatal_event.set()
+
+    async def _join_if_new(self) -> bool:
+        """At first start: if the other masters run a cluster that does not count this master,
+        join it (wait to be added, copy the catalog) instead of creating a catalog; True then.
+        The other masters' addresses come with the copied catalog (its address book), so they
+        need not all answer, unlike at the first start of a new cluster."""
+        others = [a for a in self.peers.addresses if a != self.peers.self_address]
+        if not others:
+            return False
+        masters = await existing_masters(self.messenger, self.peers.self_address, others)
+        if masters is None:
+            return False
+        log.info("the masters %s run a cluster without this master: joining it", ", ".join(map(str, masters)))
+        await join_cluster(
+            self.messenger,
+            self.uuid,
+            self.peers.self_address,
+            masters,
+            auto_join=self.master_options.master_auto_join,
+            catalog_dir=self.catalog_dir,
+            store_dir=self.catalog_dir / "store",
+            raft_dir=self.catalog_dir / "raft",
+        )
+        return True
 
     async def _open_replica(self, store: SysCatalogStore) -> RaftReplica:
         directory = self.catalog_dir / "raft"
@@ -219,6 +270,7 @@ class Master(ServerBase):
             if (self.data_dir.path / REBUILD_FILE).exists() and (self._rebuild is None or self._rebuild.done()):
                 self._rebuild = asyncio.get_running_loop().create_task(self._apply_rebuild(), name="unsafe-rebuild")
             self.tablet_tasks.start(view)
+            self.membership.start_backfill()
             self.rebalance_lease.new_leadership()
             if self.master_options.auto_rebalancing_enabled:
                 self.auto_rebalancer.start(view)
@@ -261,6 +313,7 @@ class Master(ServerBase):
                 await self._opening
         await self.auto_rebalancer.close()
         await self.tablet_tasks.close()
+        await self.catalog_copy.close()
         await self.catalog_manager.stop()
 
     async def run(self) -> None:

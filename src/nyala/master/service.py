@@ -3,6 +3,7 @@
 Served by every master at all times: Ping, GetMasterRegistration, ConnectToMaster,
 ListMasters, ListTabletServers and TSHeartbeat (ListTabletServers adds the catalog's view of
 each server, its state and replica count, only from a view that may serve catalog reads).
+AddMaster and RemoveMaster need the leader (``nyala.master.membership``).
 ListTables, GetTableSchema, GetTableLocations and GetTabletLocations need the ready leader
 (:meth:`CatalogManager.leader` raises NotTheLeader with the leader's address, or
 ServiceUnavailable), unless the request carries ``max_staleness_ms`` and this master's applied
@@ -24,6 +25,7 @@ from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import CallContext, RpcServer
 from nyala.services import (
+    ADD_MASTER,
     ALTER_TABLE,
     CHANGE_TSERVER_STATE,
     CONNECT_TO_MASTER,
@@ -38,6 +40,7 @@ from nyala.services import (
     LIST_TABLES,
     LIST_TABLET_SERVERS,
     REBALANCE_LEASE,
+    REMOVE_MASTER,
     TS_HEARTBEAT,
     UNREGISTER_TSERVER,
 )
@@ -91,6 +94,8 @@ class MasterService:
         rpc.add_method(GET_TABLET_LOCATIONS, self.get_tablet_locations)
         rpc.add_method(CHANGE_TSERVER_STATE, self.change_tserver_state)
         rpc.add_method(UNREGISTER_TSERVER, self.unregister_tserver)
+        rpc.add_method(ADD_MASTER, self.add_master)
+        rpc.add_method(REMOVE_MASTER, self.remove_master)
 
     # -- served by every master ---------------------------------------------------------------
 
@@ -129,7 +134,12 @@ class MasterService:
     async def list_masters(self, request: mpb.ListMastersRequestPB, ctx: CallContext) -> mpb.ListMastersResponsePB:
         timeout = min(ctx.remaining() or 2.0, 2.0)
         entries = await asyncio.gather(*(self._master_entry(a, timeout) for a in self.m.peers.addresses))
-        return mpb.ListMastersResponsePB(masters=entries)
+        membership = self.m.membership
+        for entry in entries:
+            entry.member_type = membership.member_type(entry.instance.permanent_uuid)  # type: ignore[assignment]
+        replica = self.m.catalog_manager.replica
+        index = 0 if replica is None else replica.committed_config.opid_index
+        return mpb.ListMastersResponsePB(masters=entries, config_opid_index=index)
 
     async def _master_entry(self, address: HostPort, timeout_s: float) -> mpb.MasterEntryPB:
         if address == self.m.peers.self_address:
@@ -260,6 +270,12 @@ class MasterService:
     ) -> mpb.UnregisterTServerResponsePB:
         held = await self.m.tserver_lifecycle.unregister(request)
         return mpb.UnregisterTServerResponsePB(num_replicas=held)
+
+    async def add_master(self, request: mpb.AddMasterRequestPB, ctx: CallContext) -> mpb.AddMasterResponsePB:
+        return await self.m.membership.add_master(request)
+
+    async def remove_master(self, request: mpb.RemoveMasterRequestPB, ctx: CallContext) -> mpb.RemoveMasterResponsePB:
+        return await self.m.membership.remove_master(request)
 
     def rebalance_lease(self, request: mpb.RebalanceLeaseRequestPB, ctx: CallContext) -> mpb.RebalanceLeaseResponsePB:
         """Take, renew or release a CLI rebalance's lease (the auto rebalancer pauses while one is held)."""

@@ -13,6 +13,11 @@ master (followers too) can answer ConnectToMaster with it, hands every applied w
 :attr:`on_applied` (the master's follower-read view), and hands the tablet servers a
 write unregisters (``CatalogWritePB.unregistered_tservers``) to :attr:`on_unregistered`, so
 every master forgets them from its in-memory registry, a master that was away included.
+Master address book entries (``MASTER_ENTRY``) go to :attr:`on_masters` the same way, so
+every master learns where a newly added master listens before it replicates to it.
+
+:meth:`SysCatalogStore.snapshot` copies the store's file for a tablet copy of the sys
+catalog (a master joining the cluster, ``nyala.master.catalog_copy``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from nyala.consensus.core import LogEntry
 from nyala.errors import Corruption, NotFound
 from nyala.proto import master_pb2 as mpb
 from nyala.schema import OP_COLUMN, ColumnSchema, OpType, Schema, encode_row_operations
-from nyala.storage import ApplyEntry, DuckDBTabletStore, ScanSpec, StorageOptions, TabletStoreManager
+from nyala.storage import ApplyEntry, DuckDBTabletStore, ScanSpec, StorageOptions, TabletSnapshot, TabletStoreManager
 
 __all__ = ["SYS_CATALOG_ID", "SysCatalogStore", "catalog_schema"]
 
@@ -66,6 +71,9 @@ class SysCatalogStore:
         #: Called on the apply thread, after they are stored, with the writes applied, in log
         #: order (a follower's catalog view is folded from them).
         self.on_applied: Callable[[list[mpb.CatalogWritePB]], None] | None = None
+        #: Called on the apply thread, after the write is stored, with the master address book
+        #: entries the applied writes set (uuid -> entry).
+        self.on_masters: Callable[[dict[str, mpb.SysMasterEntryPB]], None] | None = None
 
     @classmethod
     def open(cls, directory: Path, *, checkpoint_wal_bytes: int = 16 << 20) -> SysCatalogStore:
@@ -103,6 +111,7 @@ class SysCatalogStore:
         cluster_id = ""
         unregistered: list[str] = []
         writes = []
+        masters: dict[str, mpb.SysMasterEntryPB] = {}
         for entry in entries:
             write = _decode_write(entry)
             writes.append(write)
@@ -111,6 +120,8 @@ class SysCatalogStore:
             for m in write.mutations:
                 if m.entry_type == mpb.CLUSTER_ID and m.value:
                     cluster_id = _cluster_id(m.value)
+                elif m.entry_type == mpb.MASTER_ENTRY and m.value:
+                    masters[m.entry_id] = _master_entry(m.value)
         with self._lock:
             results = self._store.apply(batch)
             for result in results:
@@ -124,6 +135,8 @@ class SysCatalogStore:
             self.on_unregistered(unregistered)
         if self.on_applied is not None:
             self.on_applied(writes)
+        if masters and self.on_masters is not None:
+            self.on_masters(masters)
         return [None] * len(entries)
 
     def _row_operations(self, write: mpb.CatalogWritePB) -> bytes:
@@ -143,6 +156,11 @@ class SysCatalogStore:
         return encode_row_operations(batch)
 
     # -- reading -------------------------------------------------------------------------
+
+    def snapshot(self, directory: Path) -> TabletSnapshot:
+        """Copy the store's file(s) into ``directory`` (not synced: a tablet copy's staging)."""
+        with self._lock:
+            return self._store.snapshot(str(directory), durable=False)
 
     def load(self) -> CatalogState:
         """Every stored entry folded into a fresh :class:`CatalogState` (a leader's rebuild)."""
@@ -167,6 +185,15 @@ def _decode_write(entry: LogEntry) -> mpb.CatalogWritePB:
     except DecodeError as e:
         raise Corruption(f"sys catalog log entry {entry.index} is not a catalog write: {e}") from e
     return write
+
+
+def _master_entry(value: bytes) -> mpb.SysMasterEntryPB:
+    entry = mpb.SysMasterEntryPB()
+    try:
+        entry.ParseFromString(value)
+    except DecodeError as e:
+        raise Corruption(f"master entry does not parse: {e}") from e
+    return entry
 
 
 def _cluster_id(value: bytes) -> str:

@@ -23,6 +23,7 @@ class CatalogEntryType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TABLETS_ENTRY: _ClassVar[CatalogEntryType]
     TSERVER_STATE: _ClassVar[CatalogEntryType]
     CLUSTER_ID: _ClassVar[CatalogEntryType]
+    MASTER_ENTRY: _ClassVar[CatalogEntryType]
 NONE: TServerStatePB
 MAINTENANCE_MODE: TServerStatePB
 UNKNOWN_ENTRY: CatalogEntryType
@@ -30,6 +31,7 @@ TABLES_ENTRY: CatalogEntryType
 TABLETS_ENTRY: CatalogEntryType
 TSERVER_STATE: CatalogEntryType
 CLUSTER_ID: CatalogEntryType
+MASTER_ENTRY: CatalogEntryType
 
 class PlacementPolicyPB(_message.Message):
     __slots__ = ("locations", "leader_location")
@@ -135,6 +137,14 @@ class SysTServerStateEntryPB(_message.Message):
     timestamp_us: int
     def __init__(self, state: _Optional[_Union[TServerStatePB, str]] = ..., timestamp_us: _Optional[int] = ...) -> None: ...
 
+class SysMasterEntryPB(_message.Message):
+    __slots__ = ("address", "removed")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    address: _common_pb2.HostPortPB
+    removed: bool
+    def __init__(self, address: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ..., removed: _Optional[bool] = ...) -> None: ...
+
 class CatalogMutationPB(_message.Message):
     __slots__ = ("entry_type", "entry_id", "value")
     ENTRY_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -194,7 +204,7 @@ class TSHeartbeatRequestPB(_message.Message):
     def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., tablet_report: _Optional[_Union[TabletReportPB, _Mapping]] = ..., num_live_tablets: _Optional[int] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
 
 class TSHeartbeatResponsePB(_message.Message):
-    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses", "tserver_addresses_version")
+    __slots__ = ("master_instance", "leader_master", "needs_reregister", "needs_full_tablet_report", "tablet_report_sequence_number", "location", "tserver_addresses", "tserver_addresses_version", "master_addresses")
     MASTER_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     LEADER_MASTER_FIELD_NUMBER: _ClassVar[int]
     NEEDS_REREGISTER_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +213,7 @@ class TSHeartbeatResponsePB(_message.Message):
     LOCATION_FIELD_NUMBER: _ClassVar[int]
     TSERVER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     TSERVER_ADDRESSES_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     master_instance: _common_pb2.NodeInstancePB
     leader_master: bool
     needs_reregister: bool
@@ -211,7 +222,8 @@ class TSHeartbeatResponsePB(_message.Message):
     location: str
     tserver_addresses: _containers.RepeatedCompositeFieldContainer[_tserver_pb2.PeerAddressPB]
     tserver_addresses_version: int
-    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ..., tserver_addresses_version: _Optional[int] = ...) -> None: ...
+    master_addresses: _containers.RepeatedCompositeFieldContainer[_common_pb2.HostPortPB]
+    def __init__(self, master_instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., leader_master: _Optional[bool] = ..., needs_reregister: _Optional[bool] = ..., needs_full_tablet_report: _Optional[bool] = ..., tablet_report_sequence_number: _Optional[int] = ..., location: _Optional[str] = ..., tserver_addresses: _Optional[_Iterable[_Union[_tserver_pb2.PeerAddressPB, _Mapping]]] = ..., tserver_addresses_version: _Optional[int] = ..., master_addresses: _Optional[_Iterable[_Union[_common_pb2.HostPortPB, _Mapping]]] = ...) -> None: ...
 
 class ConnectToMasterRequestPB(_message.Message):
     __slots__ = ()
@@ -250,28 +262,70 @@ class GetMasterRegistrationResponsePB(_message.Message):
     def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., cluster_id: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
 
 class MasterEntryPB(_message.Message):
-    __slots__ = ("instance", "registration", "role", "term", "error")
+    __slots__ = ("instance", "registration", "role", "term", "error", "member_type")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_TYPE_FIELD_NUMBER: _ClassVar[int]
     instance: _common_pb2.NodeInstancePB
     registration: _common_pb2.ServerRegistrationPB
     role: _common_pb2.RaftRolePB
     term: int
     error: str
-    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., term: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    member_type: _consensus_pb2.MemberType
+    def __init__(self, instance: _Optional[_Union[_common_pb2.NodeInstancePB, _Mapping]] = ..., registration: _Optional[_Union[_common_pb2.ServerRegistrationPB, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.RaftRolePB, str]] = ..., term: _Optional[int] = ..., error: _Optional[str] = ..., member_type: _Optional[_Union[_consensus_pb2.MemberType, str]] = ...) -> None: ...
 
 class ListMastersRequestPB(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListMastersResponsePB(_message.Message):
-    __slots__ = ("masters",)
+    __slots__ = ("masters", "config_opid_index")
     MASTERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
     masters: _containers.RepeatedCompositeFieldContainer[MasterEntryPB]
-    def __init__(self, masters: _Optional[_Iterable[_Union[MasterEntryPB, _Mapping]]] = ...) -> None: ...
+    config_opid_index: int
+    def __init__(self, masters: _Optional[_Iterable[_Union[MasterEntryPB, _Mapping]]] = ..., config_opid_index: _Optional[int] = ...) -> None: ...
+
+class AddMasterRequestPB(_message.Message):
+    __slots__ = ("address", "cas_config_opid_index")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CAS_CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    address: _common_pb2.HostPortPB
+    cas_config_opid_index: int
+    def __init__(self, address: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ..., cas_config_opid_index: _Optional[int] = ...) -> None: ...
+
+class AddMasterResponsePB(_message.Message):
+    __slots__ = ("uuid", "already_present", "config_opid_index")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_PRESENT_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    already_present: bool
+    config_opid_index: int
+    def __init__(self, uuid: _Optional[str] = ..., already_present: _Optional[bool] = ..., config_opid_index: _Optional[int] = ...) -> None: ...
+
+class RemoveMasterRequestPB(_message.Message):
+    __slots__ = ("address", "uuid", "cas_config_opid_index")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    CAS_CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    address: _common_pb2.HostPortPB
+    uuid: str
+    cas_config_opid_index: int
+    def __init__(self, address: _Optional[_Union[_common_pb2.HostPortPB, _Mapping]] = ..., uuid: _Optional[str] = ..., cas_config_opid_index: _Optional[int] = ...) -> None: ...
+
+class RemoveMasterResponsePB(_message.Message):
+    __slots__ = ("uuid", "already_removed", "config_opid_index")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_OPID_INDEX_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    already_removed: bool
+    config_opid_index: int
+    def __init__(self, uuid: _Optional[str] = ..., already_removed: _Optional[bool] = ..., config_opid_index: _Optional[int] = ...) -> None: ...
 
 class ListTabletServersRequestPB(_message.Message):
     __slots__ = ("max_staleness_ms",)

@@ -229,7 +229,7 @@ class MiniCluster:
 
     # -- building --------------------------------------------------------------------------
 
-    def _server(self, kind: str, index: int, location: str = "") -> ClusterServer:
+    def _server(self, kind: str, index: int, location: str = "", extra_flags: tuple[str, ...] = ()) -> ClusterServer:
         if kind == "master":
             if index >= 9:
                 raise ValueError("a mini cluster has at most 9 masters")
@@ -250,7 +250,8 @@ class MiniCluster:
             env.update(self._partitions.add_server(f"{kind}-{index}", address))
         http = HostPort(address.host, address.port + WEB_PORT_OFFSET) if self.options.webserver else None
         process = ServerProcess(
-            f"{kind}-{index}", self._argv(kind, address, data_dir, http), self.root / "logs" / f"{kind}-{index}.log",
+            f"{kind}-{index}", [*self._argv(kind, address, data_dir, http), *extra_flags],
+            self.root / "logs" / f"{kind}-{index}.log",
             env=env, owned=not self.options.detached,
         )  # fmt: skip
         return ClusterServer(kind, index, address, data_dir, process, location, http)
@@ -450,6 +451,25 @@ class MiniCluster:
             self.tservers_in(location)  # NotFound for an unknown location
         server = self._server("tserver", len(self.tservers), location)
         self.tservers.append(server)
+        server.process.start()
+        self.wait_ready(server)
+        return server
+
+    def add_master(self, *, auto_join: bool = False) -> ClusterServer:
+        """Start one more master, with --master-addresses naming the running masters and itself.
+
+        It joins the cluster once added (``nyala master add``), or by itself with
+        ``auto_join``.  It is listed in :attr:`masters` at once; tablet servers started later
+        get every master in theirs.
+        """
+        index = len(self.masters)
+        address = HostPort(f"{self._ip_prefix}.{1 + index}", MASTER_PORT)
+        flag = ",".join(str(a) for a in [*self.master_addresses, address])
+        flags = ("--master-addresses", flag, *(("--master-auto-join",) if auto_join else ()))
+        server = self._server("master", index, extra_flags=flags)
+        self.masters.append(server)
+        self.options = replace(self.options, num_masters=len(self.masters))
+        self.save()
         server.process.start()
         self.wait_ready(server)
         return server

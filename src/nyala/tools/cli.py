@@ -11,6 +11,7 @@ from nyala.tools.cmd_list import master_list, tserver_list
 from nyala.tools.cmd_local_cluster import local_cluster
 from nyala.tools.cmd_local_replica import local_replica
 from nyala.tools.cmd_master import master
+from nyala.tools.cmd_master_membership import master_add, master_remove
 from nyala.tools.cmd_master_rebuild import master_unsafe_rebuild
 from nyala.tools.cmd_remote_replica import remote_replica
 from nyala.tools.cmd_table import table
@@ -39,6 +40,8 @@ main.add_command(tablet)
 main.add_command(remote_replica)
 master.add_command(master_list)
 master.add_command(master_unsafe_rebuild)
+master.add_command(master_add)
+master.add_command(master_remove)
 tserver.add_command(tserver_list)
 tserver.add_command(tserver_state)
 tserver.add_command(tserver_unregister)

@@ -19,7 +19,7 @@ from nyala.tools._format import (
 
 __all__ = ["master_list", "tserver_list"]
 
-MASTER_COLUMNS = ("uuid", "rpc_addresses", "role", "term", "error")
+MASTER_COLUMNS = ("uuid", "rpc_addresses", "role", "member_type", "term", "error")
 TSERVER_COLUMNS = (
     "uuid",
     "rpc_addresses",
@@ -39,12 +39,12 @@ TSERVER_DEFAULT_COLUMNS = ("uuid", "rpc_addresses", "location", "state", "heartb
 
 @click.command("list")
 @masters_argument
-@columns_option(MASTER_COLUMNS, ("uuid", "rpc_addresses", "role"))
+@columns_option(MASTER_COLUMNS, ("uuid", "rpc_addresses", "role", "member_type", "term"))
 @format_option
 @timeout_option
 @handle_errors
 def master_list(master_addresses: str, columns: list[str], output_format: str, timeout_s: float) -> None:
-    """List the masters with their roles (an unreachable one shows its error)."""
+    """List the masters with their roles, member types and terms (an unreachable one shows its error)."""
     with connect_cli(master_addresses, timeout_s) as client:
         masters = client.list_masters(timeout_s=timeout_s)
     emit_rows([m.as_dict() for m in masters], columns, output_format, title=f"{len(masters)} masters")

@@ -37,6 +37,13 @@ def master() -> None:
     help="Comma-separated host:port of every master, this one included (default: this master alone).",
 )
 @click.option(
+    "--master-auto-join/--no-master-auto-join",
+    default=False,
+    show_default=True,
+    help="When the other masters run a cluster that does not count this master yet, ask the leader to add "
+    "it (Kudu's master_auto_join_cluster); otherwise wait for `nyala master add`.",
+)
+@click.option(
     "--heartbeat-interval-ms",
     default=1000,
     show_default=True,
@@ -149,6 +156,7 @@ def start(
     fs_data_dir: str,
     rpc_bind_address: str,
     master_addresses: str,
+    master_auto_join: bool,
     heartbeat_interval_ms: int,
     raft_tick_interval_ms: int,
     raft_heartbeat_interval_ms: int,
@@ -192,6 +200,7 @@ def start(
                 allow_unsafe_replication_factor=allow_unsafe_replication_factor,
             ),
             master_addresses=master_addresses,
+            master_auto_join=master_auto_join,
             heartbeat_interval_ms=heartbeat_interval_ms,
             tserver_unresponsive_timeout_ms=tserver_unresponsive_timeout_ms,
             master_add_server_when_underreplicated=master_add_server_when_underreplicated,

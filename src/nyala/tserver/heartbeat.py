@@ -19,18 +19,27 @@ which goes into the Raft transport's directory so replicas can reach peers by uu
 location, kept in :attr:`Heartbeater.locations` with this server's own
 (:attr:`Heartbeater.own_location`): a leader copies a tablet to a peer from a replica in the
 peer's location when there is one.
+
+The leader master's answers also carry the current masters (``master_addresses``): when they
+differ from the ones this server heartbeats to, a loop starts for each new master and the
+loop of each removed one stops, and the set is written to ``masters.json`` in the data
+directory.  At start the remembered set is used together with ``--master-addresses``, so
+masters added or removed online need no new flags, and a restart with the new set works too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from nyala.common.hostport import HostPort
+from nyala.common.hostport import HostPort, parse_address
 from nyala.consensus.runtime import PeerDirectory
-from nyala.errors import NyalaError
+from nyala.errors import InvalidArgument, NyalaError
+from nyala.files import write_atomically
 from nyala.proto import common_pb2
 from nyala.proto import master_pb2 as mpb
 from nyala.proto import tserver_pb2 as tpb
@@ -38,9 +47,24 @@ from nyala.rpc import Messenger
 from nyala.services import TS_HEARTBEAT
 from nyala.tserver.tablet import TabletReplica
 
-__all__ = ["Heartbeater", "MasterLink"]
+__all__ = ["MASTERS_FILE", "Heartbeater", "MasterLink", "remembered_masters"]
 
 log = logging.getLogger("nyala.tserver")
+
+#: In the tablet server's data directory: the masters the leader master last named.
+MASTERS_FILE = "masters.json"
+
+
+def remembered_masters(path: Path) -> list[HostPort]:
+    """The masters remembered in ``path`` (empty when there is no usable file)."""
+    try:
+        return [parse_address(a) for a in json.loads(path.read_text())["masters"]]
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError, InvalidArgument) as e:
+        log.warning("ignoring %s: %s", path, e)
+        return []
+
 
 Signatures = dict[str, tuple[object, ...]]
 
@@ -75,8 +99,11 @@ class Heartbeater:
         *,
         interval_ms: int,
         rpc_timeout_ms: int,
+        masters_file: Path | None = None,
     ) -> None:
-        self.links = [MasterLink(address) for address in masters]
+        self._masters_file = masters_file
+        remembered = remembered_masters(masters_file) if masters_file is not None else []
+        self.links = [MasterLink(address) for address in dict.fromkeys([*remembered, *masters])]
         self._messenger = messenger
         self._instance = instance
         self._registration = registration
@@ -85,21 +112,64 @@ class Heartbeater:
         self._interval_s = interval_ms / 1000
         self._timeout_s = rpc_timeout_ms / 1000
         self._sequence = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[HostPort, asyncio.Task[None]] = {}
+        self._started = False
+        self._saving: asyncio.Task[None] | None = None
         #: Every tablet server's location by uuid, as the masters last said ("" unknown or none).
         self.locations: dict[str, str] = {}
         #: This server's location, as the masters assigned it.
         self.own_location = ""
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run(link), name=f"heartbeat-{link.address}") for link in self.links]
+        self._started = True
+        for link in self.links:
+            self._start_link(link)
+
+    def _start_link(self, link: MasterLink) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(link), name=f"heartbeat-{link.address}")
+        self._tasks[link.address] = task
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        self._started = False
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks = {}
+        if self._saving is not None:
+            await asyncio.gather(self._saving, return_exceptions=True)
+
+    def _follow_masters(self, masters: list[HostPort]) -> None:
+        """The leader master named the current masters: heartbeat to exactly those."""
+        current = [link.address for link in self.links]
+        if set(masters) == set(current):
+            return
+        log.info("the masters are now %s (were %s)", ", ".join(map(str, masters)), ", ".join(map(str, current)))
+        kept = [link for link in self.links if link.address in masters]
+        for link in self.links:
+            if link.address not in masters:
+                task = self._tasks.pop(link.address, None)
+                if task is not None:
+                    task.cancel()
+        added = [MasterLink(a) for a in masters if a not in current]
+        self.links = kept + added
+        if self._started:
+            for link in added:
+                self._start_link(link)
+        if self._masters_file is not None and (self._saving is None or self._saving.done()):
+            self._saving = asyncio.get_running_loop().create_task(self._save(), name="save-masters")
+
+    async def _save(self) -> None:
+        assert self._masters_file is not None
+        saved: list[HostPort] = []
+        while saved != [link.address for link in self.links]:
+            saved = [link.address for link in self.links]
+            text = json.dumps({"masters": [str(a) for a in saved]}, indent=1)
+            try:
+                await asyncio.to_thread(write_atomically, self._masters_file, text.encode())
+            except OSError as e:
+                log.error("could not remember the masters in %s: %s", self._masters_file, e)
+                return
 
     def location_of(self, uuid: str) -> str:
         """Where tablet server ``uuid`` is ("" when unknown or locations are not configured)."""
@@ -171,6 +241,8 @@ class Heartbeater:
         response: mpb.TSHeartbeatResponsePB,
     ) -> None:
         link.is_leader = response.leader_master
+        if response.leader_master and response.master_addresses:
+            self._follow_masters([HostPort(a.host, a.port) for a in response.master_addresses])
         if response.location:
             self.own_location = response.location
         # The master sends the address book only when this link's copy is not its current version.

@@ -11,7 +11,7 @@ from nyala.proto import tserver_pb2 as tpb
 from nyala.server import ServerBase
 from nyala.tserver.admin import AdminService
 from nyala.tserver.consensus_admin import ConsensusAdminService
-from nyala.tserver.heartbeat import Heartbeater
+from nyala.tserver.heartbeat import MASTERS_FILE, Heartbeater
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.metrics import TabletServerMetrics
 from nyala.tserver.options import TabletServerOptions
@@ -78,6 +78,7 @@ class TabletServer(ServerBase):
             self.transport.directory,
             interval_ms=options.heartbeat_interval_ms,
             rpc_timeout_ms=options.heartbeat_rpc_timeout_ms,
+            masters_file=self.data_dir.path / MASTERS_FILE,
         )
         self.tablets.on_change = self.heartbeater.trigger
         self.tablets.before_delete = self.scanners.close_tablet

@@ -572,6 +572,7 @@ class FakeMaster:
                     ),
                     role=common_pb2.LEADER if m.index == self.cluster.leader_master else common_pb2.FOLLOWER,
                     term=3,
+                    member_type=cspb.VOTER,
                 )
             )
         return mpb.ListMastersResponsePB(masters=out)

@@ -76,7 +76,9 @@ def test_ksck_with_an_unreachable_master(cluster: FakeCluster, nyala: Invoke) ->
 def test_master_and_tserver_lists(cluster: FakeCluster, nyala: Invoke) -> None:
     masters = json.loads(nyala("master", "list", "--format", "json").stdout)
     only = cluster.masters[0]
-    assert masters == [{"uuid": only.uuid, "rpc_addresses": [str(only.address)], "role": "LEADER"}]
+    assert masters == [
+        {"uuid": only.uuid, "rpc_addresses": [str(only.address)], "role": "LEADER", "member_type": "VOTER", "term": 3}
+    ]
     servers = json.loads(nyala("tserver", "list", "--format", "json", "--columns", "uuid,live").stdout)
     assert sorted(s["uuid"] for s in servers) == sorted(cluster.tservers)
     assert all(s["live"] for s in servers)

@@ -4,6 +4,7 @@ reports, acknowledgement only on success, learned addresses, early heartbeats.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import cast
 
 from nyala.common.hostport import HostPort
@@ -16,7 +17,7 @@ from nyala.rpc import CallContext, Messenger, RpcServer
 from nyala.rpc.loop import run
 from nyala.services import TS_HEARTBEAT
 from nyala.testing.wait import wait_for_async
-from nyala.tserver.heartbeat import Heartbeater
+from nyala.tserver.heartbeat import MASTERS_FILE, Heartbeater, remembered_masters
 from nyala.tserver.tablet import TabletReplica
 
 
@@ -186,3 +187,66 @@ def test_trigger_sends_a_heartbeat_without_waiting_for_the_interval() -> None:
         assert reported(master.requests[1]) == (True, ["a"], [])
 
     with_master(scenario, interval_ms=60_000)
+
+
+def test_the_leader_masters_set_of_masters_is_followed_and_remembered(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader, other = FakeMaster(), FakeMaster()
+        leader_address = await leader.rpc.start("127.0.0.1:0")
+        other_address = await other.rpc.start("127.0.0.1:0")
+        gone = HostPort("127.0.0.1", 1)  # a removed master: never answers
+        messenger = Messenger()
+        masters_file = tmp_path / MASTERS_FILE
+        hb = Heartbeater(
+            [leader_address, gone],
+            messenger,
+            common_pb2.NodeInstancePB(permanent_uuid="ts-1", instance_seqno=1),
+            lambda: common_pb2.ServerRegistrationPB(software_version="test"),
+            list,
+            PeerDirectory(),
+            interval_ms=60_000,
+            rpc_timeout_ms=5000,
+            masters_file=masters_file,
+        )
+        try:
+            hb.start()
+            # The leader names the masters of now: one added, one removed.
+            leader.next = mpb.TSHeartbeatResponsePB(
+                leader_master=True,
+                master_addresses=[
+                    common_pb2.HostPortPB(host=a.host, port=a.port) for a in (leader_address, other_address)
+                ],
+            )
+            hb.trigger()
+            await wait_for_async(lambda: len(other.requests) > 0, what="a heartbeat to the added master")
+            assert [link.address for link in hb.links] == [leader_address, other_address]
+            await wait_for_async(
+                lambda: remembered_masters(masters_file) == [leader_address, other_address],
+                what="the masters remembered",
+            )
+        finally:
+            await hb.stop()
+        # A restart starts from the remembered masters plus its flags.
+        again = Heartbeater(
+            [gone],
+            messenger,
+            common_pb2.NodeInstancePB(permanent_uuid="ts-1", instance_seqno=2),
+            lambda: common_pb2.ServerRegistrationPB(),
+            list,
+            PeerDirectory(),
+            interval_ms=60_000,
+            rpc_timeout_ms=5000,
+            masters_file=masters_file,
+        )
+        assert [link.address for link in again.links] == [leader_address, other_address, gone]
+        await messenger.close()
+        await leader.rpc.stop()
+        await other.rpc.stop()
+
+    run(main())
+
+
+def test_a_damaged_masters_file_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / MASTERS_FILE).write_text("{not json")
+    assert remembered_masters(tmp_path / MASTERS_FILE) == []
+    assert remembered_masters(tmp_path / "absent.json") == []
