@@ -87,6 +87,7 @@ def test_the_planner_answers_partitions_with_ready_scan_requests(master: str, ev
     whole = plan(master, [], ["id", "ts"])
     assert "error" not in whole, whole
     assert len(whole["partitions"]) == 4
+    assert len(whole["servers"]) == 3  # every live tablet server, for leader hints to new replicas
     assert whole["leader_only"] is True
     assert whole["ordered"] is False
     pushed = plan(

@@ -12,7 +12,8 @@ on stdin; each gets one JSON line back on stdout:
   with the projection and the pushed predicates (so partition pruning drops tablets that cannot
   match, and ``nyala.splitSizeBytes`` splits large ones), and answers one partition per token:
   the tablet, its replicas ``[uuid, address, role]`` and the serialized ``ScanRequestPB`` that
-  opens the scan, which the JVM sends to a tablet server as it is.
+  opens the scan, which the JVM sends to a tablet server as it is; and every live tablet
+  server's uuid and address, so a task can follow a leader hint to a replica added since.
 
 An error answers ``{"error": message, "kind": exception class}``; the process goes on.
 Filters arrive with typed literals (``{"t": "timestamp", "v": micros}``) and are rebuilt as the
@@ -204,8 +205,16 @@ def _plan(request: Mapping[str, Any]) -> dict[str, Any]:
                 "replicas": [[uuid, address, role] for uuid, address, _location, role in token.replicas],
             }
         )
+    # Every live server, so a task can follow a leader hint to a replica added after planning
+    # (the master re-replicates a dead server's tablets while queries run).
+    servers = {
+        info.uuid: info.rpc_addresses[0]
+        for info in client.list_tablet_servers(timeout_s=timeout_ms / 1000)
+        if info.live and info.rpc_addresses
+    }
     return {
         "partitions": partitions,
+        "servers": servers,
         "leader_only": parsed.leader_only,
         "ordered": parsed.fault_tolerant_scan,
         "batch_size_bytes": batch_size_bytes,

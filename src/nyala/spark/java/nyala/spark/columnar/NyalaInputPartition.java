@@ -19,9 +19,13 @@ final class NyalaInputPartition implements InputPartition {
   final boolean ordered;
   final int batchSizeBytes;
   final long timeoutMs;
+  /** Every live tablet server at planning: a leader hint may name a replica added since. */
+  final String[] serverUuids;
+  final String[] serverAddresses;
 
   NyalaInputPartition(String tabletId, byte[] openRequest, String[] replicaUuids, String[] replicaAddresses,
-      String leaderUuid, boolean leaderOnly, boolean ordered, int batchSizeBytes, long timeoutMs) {
+      String leaderUuid, boolean leaderOnly, boolean ordered, int batchSizeBytes, long timeoutMs,
+      String[] serverUuids, String[] serverAddresses) {
     this.tabletId = tabletId;
     this.openRequest = openRequest;
     this.replicaUuids = replicaUuids;
@@ -31,6 +35,8 @@ final class NyalaInputPartition implements InputPartition {
     this.ordered = ordered;
     this.batchSizeBytes = batchSizeBytes;
     this.timeoutMs = timeoutMs;
+    this.serverUuids = serverUuids;
+    this.serverAddresses = serverAddresses;
   }
 
   /** The hosts of the replicas that may answer: Spark places the task near one of them. */

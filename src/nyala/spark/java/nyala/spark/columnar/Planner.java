@@ -88,6 +88,10 @@ final class Planner {
     boolean ordered = answer.get("ordered").asBoolean();
     int batchSizeBytes = answer.get("batch_size_bytes").asInt();
     long timeoutMs = answer.get("timeout_ms").asLong();
+    java.util.TreeMap<String, String> known = new java.util.TreeMap<>();
+    answer.get("servers").fields().forEachRemaining(e -> known.put(e.getKey(), e.getValue().asText()));
+    String[] serverUuids = known.keySet().toArray(new String[0]);
+    String[] serverAddresses = known.values().toArray(new String[0]);
     List<InputPartition> partitions = new ArrayList<>();
     for (JsonNode p : answer.get("partitions")) {
       JsonNode replicas = p.get("replicas");
@@ -103,7 +107,7 @@ final class Planner {
       }
       byte[] open = Base64.getDecoder().decode(p.get("request").asText());
       partitions.add(new NyalaInputPartition(p.get("tablet").asText(), open, uuids, addresses, leader, leaderOnly,
-          ordered, batchSizeBytes, timeoutMs));
+          ordered, batchSizeBytes, timeoutMs, serverUuids, serverAddresses));
     }
     return partitions.toArray(new InputPartition[0]);
   }

@@ -49,6 +49,9 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private final StructType required;
   private final BufferAllocator allocator;
   private final List<Integer> order;
+  /** The planned replicas, plus any replica a leader hint named since (from the known servers). */
+  private final List<String> uuids;
+  private final List<String> addresses;
   private final Set<Integer> failed = new HashSet<>();
   private Integer preferred;
   private int server = -1;
@@ -69,6 +72,8 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
     this.required = required;
     this.allocator = ROOT.newChildAllocator("nyala-scan-" + partition.tabletId, 0, Long.MAX_VALUE);
     this.order = replicaOrder(partition);
+    this.uuids = new ArrayList<>(java.util.Arrays.asList(partition.replicaUuids));
+    this.addresses = new ArrayList<>(java.util.Arrays.asList(partition.replicaAddresses));
   }
 
   @Override
@@ -233,13 +238,32 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
     closeConnection();
     scannerId = null;
     if (error instanceof RpcConnection.RpcError) {
-      String hint = ((RpcConnection.RpcError) error).leaderHint;
-      for (int i = 0; hint != null && !hint.isEmpty() && i < partition.replicaUuids.length; i++) {
-        if (partition.replicaUuids[i].equals(hint) && !failed.contains(i)) {
-          preferred = i; // a replica naming the leader is followed at once
-        }
+      int hinted = replicaIndex(((RpcConnection.RpcError) error).leaderHint);
+      if (hinted >= 0 && !failed.contains(hinted)) {
+        preferred = hinted; // a replica naming the leader is followed at once
       }
     }
+  }
+
+  /** The index of the replica {@code uuid}; a known server not planned as a replica is added. */
+  private int replicaIndex(String uuid) {
+    if (uuid == null || uuid.isEmpty()) {
+      return -1;
+    }
+    int index = uuids.indexOf(uuid);
+    if (index >= 0) {
+      return index;
+    }
+    for (int i = 0; i < partition.serverUuids.length; i++) {
+      if (partition.serverUuids[i].equals(uuid)) {
+        // A replica added after planning (the master re-replicating a dead server's tablets).
+        uuids.add(uuid);
+        addresses.add(partition.serverAddresses[i]);
+        order.add(uuids.size() - 1);
+        return uuids.size() - 1;
+      }
+    }
+    return -1;
   }
 
   private int chooseReplica() {
@@ -249,7 +273,7 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
       return chosen;
     }
     for (int i : order) {
-      if (!failed.contains(i) && !partition.replicaAddresses[i].isEmpty()) {
+      if (!failed.contains(i) && !addresses.get(i).isEmpty()) {
         return i;
       }
     }
@@ -259,7 +283,7 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private void connect(int replica) throws IOException {
     closeConnection();
     server = replica;
-    connection = new RpcConnection(partition.replicaAddresses[replica], CONNECT_TIMEOUT_MS);
+    connection = new RpcConnection(addresses.get(replica), CONNECT_TIMEOUT_MS);
   }
 
   /** LEADER_ONLY: the leader first. CLOSEST_REPLICA: replicas on this host first, in random order. */
