@@ -51,7 +51,7 @@ from nyala.services import (
     FETCH_DATA,
 )
 from nyala.storage import StorageOptions, TabletStoreManager
-from nyala.wal import LogAnchor, SegmentInfo
+from nyala.wal import LogAnchor, SegmentInfo, segments_from
 
 __all__ = ["CatalogCopySource", "copy_catalog"]
 
@@ -155,7 +155,7 @@ class CatalogCopySource:
             if asyncio.get_running_loop().time() > deadline:
                 raise ServiceUnavailable("the sys catalog's WAL lags its commit index; try again")
             await asyncio.sleep(0.01)
-        segments = _segments_from(replica.wal.segments(), applied)
+        segments = segments_from(replica.wal.segments(), applied)
         paths, sizes, kinds = await asyncio.to_thread(_stage, snapshot.files, segments, directory)
         files = []
         for i, (path, size, kind) in enumerate(zip(paths, sizes, kinds, strict=True)):
@@ -225,16 +225,6 @@ class CatalogCopySource:
         self._sessions.pop(session.session_id, None)
         session.replica.log_anchors.release(session.anchor)
         await asyncio.to_thread(shutil.rmtree, session.directory, True)
-
-
-def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInfo]:
-    """The WAL segments from the one holding entry ``applied`` to the active one (the last)."""
-    if applied <= 0:
-        return segments
-    for i, segment in enumerate(segments[:-1]):
-        if segment.max_index >= applied:
-            return segments[i:]
-    return segments[-1:]
 
 
 def _stage(

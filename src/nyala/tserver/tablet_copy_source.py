@@ -66,7 +66,7 @@ from nyala.storage import DuckDBTabletStore, PinnedFiles
 from nyala.tserver.manager import TabletManager
 from nyala.tserver.metadata import TabletMetadata
 from nyala.tserver.tablet import TabletReplica, config_to_pb
-from nyala.wal import LogAnchor, LogAnchorRegistry, SegmentInfo
+from nyala.wal import LogAnchor, LogAnchorRegistry, SegmentInfo, segments_from
 
 __all__ = ["SESSIONS_DIR", "CopySession", "SourceFile", "TabletCopySourceManager", "file_crc32c"]
 
@@ -292,7 +292,7 @@ class TabletCopySourceManager:
             term, config = raft.term, raft.committed_config
             started = time.perf_counter()
             await self._wait_durable(raft, max(config.opid_index, committed))
-            segments = _segments_from(raft.wal.segments(), applied)
+            segments = segments_from(raft.wal.segments(), applied)
             phases["WAL wait"] = time.perf_counter() - started
             files = await asyncio.to_thread(_stage, staging, checksums, segments, directory, phases)
         except BaseException:
@@ -627,16 +627,6 @@ def _copy_range(fin: int, fout: int, offset: int, length: int) -> int:
     if not copied:
         raise IOFailure(f"a pinned file ended at offset {offset}, before its listed size")
     return copied
-
-
-def _segments_from(segments: list[SegmentInfo], applied: int) -> list[SegmentInfo]:
-    """The WAL segments from the one holding entry ``applied`` to the active one (the last)."""
-    if applied <= 0:
-        return segments
-    for i, segment in enumerate(segments[:-1]):
-        if segment.max_index >= applied:
-            return segments[i:]
-    return segments[-1:]
 
 
 def _stage(

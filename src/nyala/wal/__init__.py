@@ -54,6 +54,15 @@ from nyala.wal.anchors import AnchorKind, LogAnchor, LogAnchorRegistry
 from nyala.wal.entry import LogEntry
 from nyala.wal.log import Log
 from nyala.wal.options import WalOptions
-from nyala.wal.segment import SegmentInfo
+from nyala.wal.segment import SegmentInfo, segments_from
 
-__all__ = ["AnchorKind", "Log", "LogAnchor", "LogAnchorRegistry", "LogEntry", "SegmentInfo", "WalOptions"]
+__all__ = [
+    "AnchorKind",
+    "Log",
+    "LogAnchor",
+    "LogAnchorRegistry",
+    "LogEntry",
+    "SegmentInfo",
+    "WalOptions",
+    "segments_from",
+]

@@ -19,7 +19,7 @@ from nyala.errors import IOFailure
 from nyala.files import fsync_dir
 from nyala.wal.format import FOOTER_SIZE, Footer, encode_footer, encode_segment_header, segment_name
 
-__all__ = ["ActiveSegment", "Preallocator", "PreparedSegment", "SegmentInfo", "close_recovered"]
+__all__ = ["ActiveSegment", "Preallocator", "PreparedSegment", "SegmentInfo", "close_recovered", "segments_from"]
 
 _TMP_SUFFIX = ".tmp"
 
@@ -39,6 +39,17 @@ class SegmentInfo:
     num_entries: int
     min_index: int
     max_index: int
+
+
+def segments_from(segments: list[SegmentInfo], index: int) -> list[SegmentInfo]:
+    """The segments from the one holding entry ``index`` to the active one (the last): what a
+    tablet copy ships so that the destination replays every entry after ``index``."""
+    if index <= 0:
+        return segments
+    for i, segment in enumerate(segments[:-1]):
+        if segment.max_index >= index:
+            return segments[i:]
+    return segments[-1:]
 
 
 @dataclass(frozen=True, slots=True)
