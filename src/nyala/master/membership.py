@@ -324,13 +324,15 @@ class MasterMembership:
         of them have or ``liveness_window_s`` has passed."""
         replica = self.cm.replica
         assert replica is not None
+        term = replica.term
         before = {p.peer_id: p.answers for p in replica.peer_progress()}
         deadline = asyncio.get_running_loop().time() + self.liveness_window_s
         while True:
             progress = replica.peer_progress()
-            if not progress and any(v != self.uuid for v in voters):
+            if replica.term != term or (not progress and any(v != self.uuid for v in voters)):
                 # The Raft core stopped leading (a transfer just completed, or it lost its
-                # majority) before this master noticed: the caller retries at the new leader.
+                # majority) before this master noticed, or leads a new term whose answer
+                # counts start again from zero: the caller retries at the leader.
                 raise ServiceUnavailable("this master's leadership is changing; retry")
             fresh = {p.peer_id for p in progress if p.answers > before.get(p.peer_id, 0)}
             answering = [v for v in voters if v == self.uuid or v in fresh]

@@ -42,13 +42,19 @@ class FakeReplica:
         self.committed_config = RaftConfig.of_voters([LEADER, DEAD, LIVE])
         self.active_config = self.committed_config
         self.transfer_target = ""
+        self.term = 1
         self.answering = answering
         self.progress = {p: Progress(1) for p in (DEAD, LIVE)}
         for progress in self.progress.values():
             progress.heard()  # everyone answered a moment ago: silent_ticks is 0 for both
         self.changes: list[Sequence[ConfigChange]] = []
+        self.polls = 0
+        self.new_term_at_poll = 0  # when set, the leader moves to a new term at that poll
 
     def peer_progress(self) -> tuple[PeerProgress, ...]:
+        self.polls += 1
+        if self.polls == self.new_term_at_poll:
+            self.term += 1
         for peer_id in self.answering:
             self.progress[peer_id].heard()
         return tuple(PeerProgress(p, pr, 3000) for p, pr in self.progress.items())
@@ -107,6 +113,14 @@ def test_a_voter_that_answers_after_the_request_is_counted_live(tmp_path: Path) 
 def test_leadership_lost_while_waiting_is_retriable(tmp_path: Path) -> None:
     replica = FakeReplica(answering=set())
     replica.progress.clear()  # the core stopped leading: it tracks no peers
+    with pytest.raises(ServiceUnavailable, match="leadership is changing"):
+        run(membership(tmp_path, replica).remove_master(mpb.RemoveMasterRequestPB(uuid=LIVE)))
+    assert replica.changes == []
+
+
+def test_a_new_term_while_waiting_is_retriable(tmp_path: Path) -> None:
+    replica = FakeReplica(answering=set())
+    replica.new_term_at_poll = 2  # re-elected: the answer counts of the old term mean nothing
     with pytest.raises(ServiceUnavailable, match="leadership is changing"):
         run(membership(tmp_path, replica).remove_master(mpb.RemoveMasterRequestPB(uuid=LIVE)))
     assert replica.changes == []
