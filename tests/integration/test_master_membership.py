@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 import nyala
 from nyala.client import Client, schema
 from nyala.common.hostport import HostPort
-from nyala.errors import Aborted, NyalaError
+from nyala.errors import Aborted, IllegalState, NyalaError
 from nyala.proto import master_pb2 as mpb
 from nyala.rpc import Messenger, RpcMethod
 from nyala.rpc.loop import run
@@ -235,6 +235,11 @@ def test_bad_membership_changes_are_refused_and_change_nothing(cluster: MiniClus
         # would leave the leader and a dead master.
         dead, live = [m for m in cluster.masters if m.uuid != leader_uuid]
         cluster.kill(dead)
+        # At once, while the leader's last answer from the dead master is still recent: only
+        # answers after the request count.  (Counting the recent one made the leader append a
+        # REMOVE_PEER whose majority was dead; it never committed and no leader was elected.)
+        with pytest.raises(IllegalState, match="majority"):
+            run(call_once(leader_address, REMOVE_MASTER, mpb.RemoveMasterRequestPB(uuid=live.uuid)))
         broken = nyala_cli("master", "remove", flag, str(live.address))
         assert broken.returncode != 0
         assert "majority" in broken.stderr

@@ -20,9 +20,15 @@ A master already in the config is answered ``already_present``, changing nothing
 
 **RemoveMaster** (leader only): the master, named by address or uuid, must be in the config
 (or have been removed before: ``already_removed``).  Refused when it is the last voter, or when
-the voters left would not hold a live majority (the leader counts itself and the followers it
-heard from within two election timeouts: one slow answer on a loaded machine does not make a
-follower dead).  Removing the leader itself (checked as above first) makes it hand leadership
+the voters left would not hold a live majority: the leader counts itself and the followers that
+answer it *after* the request arrived (its heartbeats go out every heartbeat period), waiting
+up to two election timeouts for them, so one slow answer on a loaded machine does not make a
+follower dead.  An answer from before the request proves nothing: a master killed a moment
+earlier would still count, the REMOVE_PEER entry would then take effect on the leader with a
+config whose majority is dead, never commit, and leave the leader and the removed master
+campaigning in two different configs until the dead one came back.
+
+Removing the leader itself (checked as above first) makes it hand leadership
 to a caught-up voter and answer NotTheLeader naming it; the caller retries there, and the new
 leader removes the old one.  After REMOVE_PEER commits the address book entry is marked
 removed.
@@ -81,14 +87,19 @@ class MasterMembership:
         peers: MasterPeers,
         directory: PeerDirectory,
         messenger: Messenger,
-        election_ticks: int,
+        *,
+        liveness_window_s: float,
+        poll_interval_s: float,
     ) -> None:
+        """``liveness_window_s``: how long RemoveMaster waits for the voters that would remain
+        to answer (two election timeouts); ``poll_interval_s``: how often it looks (a Raft tick)."""
         self.uuid = uuid
         self.cm = catalog_manager
         self.peers = peers
         self.directory = directory
         self.messenger = messenger
-        self.election_ticks = election_ticks
+        self.liveness_window_s = liveness_window_s
+        self.poll_interval_s = poll_interval_s
         #: uuid -> address of every master ever added (from the catalog and masters.json).
         self.book: dict[str, HostPort] = {}
         #: Masters removed from the config (their address book entry says so).
@@ -277,8 +288,8 @@ class MasterMembership:
             remaining = [v for v in config.voters if v != target]
             if not remaining:
                 raise IllegalState(f"master {target} is the last master of this cluster: it cannot be removed")
-            live = self._live_voters(remaining)
             needed = len(remaining) // 2 + 1
+            live = await self._answering_voters(remaining, needed)
             if len(live) < needed:
                 raise IllegalState(
                     f"removing master {target} would leave {len(remaining)} masters of which only {len(live)} "
@@ -308,13 +319,23 @@ class MasterMembership:
             "" if address is None else str(address),
         )
 
-    def _live_voters(self, voters: list[str]) -> list[str]:
+    async def _answering_voters(self, voters: list[str], needed: int) -> list[str]:
+        """The ``voters`` that answer this leader after now (itself included), once ``needed``
+        of them have or ``liveness_window_s`` has passed."""
         replica = self.cm.replica
         assert replica is not None
-        progress = replica.peer_progress()
-        if not progress and any(v != self.uuid for v in voters):
-            # The Raft core stopped leading (a transfer just completed) before this master
-            # noticed: it knows nothing of the others now.  The caller retries at the new leader.
-            raise ServiceUnavailable("this master's leadership is changing; retry")
-        heard = {p.peer_id for p in progress if p.silent_ticks < 2 * self.election_ticks}
-        return [v for v in voters if v == self.uuid or v in heard]
+        term = replica.term
+        before = {p.peer_id: p.answers for p in replica.peer_progress()}
+        deadline = asyncio.get_running_loop().time() + self.liveness_window_s
+        while True:
+            progress = replica.peer_progress()
+            if replica.term != term or (not progress and any(v != self.uuid for v in voters)):
+                # The Raft core stopped leading (a transfer just completed, or it lost its
+                # majority) before this master noticed, or leads a new term whose answer
+                # counts start again from zero: the caller retries at the leader.
+                raise ServiceUnavailable("this master's leadership is changing; retry")
+            fresh = {p.peer_id for p in progress if p.answers > before.get(p.peer_id, 0)}
+            answering = [v for v in voters if v == self.uuid or v in fresh]
+            if len(answering) >= needed or asyncio.get_running_loop().time() >= deadline:
+                return answering
+            await asyncio.sleep(self.poll_interval_s)

@@ -99,13 +99,16 @@ class Master(ServerBase):
             tasks_in_flight=self.tablet_tasks.in_flight,
             rebalance=lambda: (self.auto_rebalancer.rounds, self.auto_rebalancer.moves_started),
         )
+        raft = options.server.raft
         self.membership = MasterMembership(
             self.uuid,
             self.catalog_manager,
             self.peers,
             self.transport.directory,
             self.messenger,
-            options.server.raft.timing().election_ticks,
+            # Two election timeouts: a follower silent that long has lost the leader too.
+            liveness_window_s=2 * raft.timing().election_ticks * raft.raft_tick_interval_ms / 1000,
+            poll_interval_s=raft.raft_tick_interval_ms / 1000,
         )
         self.catalog_copy = CatalogCopySource(self.data_dir.path / COPY_SESSIONS_DIR)
         self.catalog_copy.register(self.rpc)

@@ -373,6 +373,28 @@ def test_a_peer_whose_server_answers_without_the_group_is_not_failed() -> None:
     assert {p.peer_id: p.health for p in leader.peer_progress()}["c"] is not PeerHealth.FAILED
 
 
+def test_answers_count_only_up_while_a_cut_off_peer_stays_silent() -> None:
+    """``PeerProgress.answers`` tells an answer heard after a moment from one before it, which
+    a low ``silent_ticks`` cannot (RemoveMaster relies on it)."""
+    net = Net(make_core(p) for p in "abc")
+    leader = net.elect("a")
+    net.stabilize()
+
+    def answers() -> dict[str, int]:
+        return {p.peer_id: p.answers for p in leader.peer_progress()}
+
+    before = answers()
+    assert before["b"] > 0
+    assert before["c"] > 0
+    net.cut = {"c"}
+    for _ in range(10):  # two heartbeat periods
+        leader.tick()
+        net.deliver()
+    after = answers()
+    assert after["b"] > before["b"], "a live peer answers the heartbeats"
+    assert after["c"] == before["c"], "a cut-off peer adds nothing"
+
+
 def test_read_index_waits_for_a_heartbeat_round_from_a_majority() -> None:
     net = Net(make_core(p) for p in "abc")
     leader = net.elect("a")

@@ -45,6 +45,7 @@ class Progress:
     """Replication state of one peer, kept by the leader only."""
 
     __slots__ = (
+        "answers",
         "copy_notice_ticks",
         "copy_ticks",
         "inflight",
@@ -68,6 +69,7 @@ class Progress:
         self.inflight: deque[int] = deque()  # last index of each unacknowledged batch, ascending
         self.recent_active = False  # any answer since the last check-quorum round
         self.silent_ticks = 0  # ticks since the peer last answered (or since this leader began)
+        self.answers = 0  # answers heard from the peer while this leader leads (only grows)
         self.stall_ticks = 0  # ticks with batches in flight and no acknowledgement
         self.read_seq = 0  # highest heartbeat round this peer answered
         self.sent_commit = 0  # commit index last sent in an AppendEntries (or a heartbeat)
@@ -82,6 +84,7 @@ class Progress:
         """The peer answered something."""
         self.recent_active = True
         self.silent_ticks = 0
+        self.answers += 1
 
     def health(self, failed_ticks: int) -> PeerHealth:
         """FAILED after ``failed_ticks`` of silence (Kudu's rule).  A peer needing a copy is

@@ -48,10 +48,13 @@ __all__ = ["PeerProgress", "RaftCore"]
 class PeerProgress:
     """A read-only view of the leader's replication state for one peer (for drivers and tools)."""
 
-    __slots__ = ("health", "match", "next", "peer_id", "silent_ticks", "state")
+    __slots__ = ("answers", "health", "match", "next", "peer_id", "silent_ticks", "state")
 
     def __init__(self, peer_id: str, progress: Progress, failed_ticks: int) -> None:
         self.peer_id = peer_id
+        #: Answers heard from the peer in this leadership; a later view with more proves the
+        #: peer answered in between (silent_ticks alone cannot tell a fresh answer from an old one).
+        self.answers = progress.answers
         self.match = progress.match
         self.next = progress.next
         self.state = progress.state.value
