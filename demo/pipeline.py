@@ -296,7 +296,7 @@ def run_pipeline(cluster: MiniCluster, spark: SparkSession, rows: int) -> str:
     console.rule("[bold]10. nyala cluster rebalance: the policy fixer gives every location its replica back")
     fixed_s, fixed_spread = rebalance(master)
     console.print(
-        f"[bold green]after {fixed_s:.1f} s every tablet has {fixed_spread}[/]"
+        f"[bold green]after {fixed_s:.1f} s every tablet has one replica per location again[/]"
         if fixed_spread == "1+1+1 everywhere"
         else f"[bold red]after {fixed_s:.1f} s the replicas per location are {fixed_spread}"
     )
@@ -321,7 +321,9 @@ def rebalance(master: str) -> tuple[float, str]:
     )  # fmt: skip
     took = time.perf_counter() - started
     lines = (result.stdout or result.stderr).strip().splitlines()
-    console.print("\n".join(lines[-12:]), markup=False, highlight=False)
+    # What it did (one line: rounds, moves done and failed), then the layout it left.
+    outcome = [line for line in lines if " rounds in " in line]
+    console.print("\n".join([*outcome, *lines[-12:]]), markup=False, highlight=False)
     with nyala.connect(master) as client:
         spread = Counter(layout(t) for t in client.open_table(TABLE).tablets())
     if set(spread) == {"1+1+1"}:
