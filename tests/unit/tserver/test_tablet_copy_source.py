@@ -312,11 +312,12 @@ def test_begin_answers_while_the_pinned_file_is_still_being_copied(
         response, first = await sources.fetch(begun.session_id, 0, 0, 0)  # copied already
         assert response.chunk_crc32c == crc32c.crc32c(first)
         last = asyncio.ensure_future(fetch_file(sources, begun.session_id, store_file))
-        # The staging copy is held at the gate before the range the fetch asks for: once the
-        # fetch has had its turns of the loop, it must still be waiting.
+        # The staging copy is held at the gate before the range the fetch asks for: the fetch
+        # must park on it (a waiter of the staging copy) and stay unanswered.
         await wait_for_async(parked.is_set, what="the staging copy held at the gate", timeout_s=30)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_for_async(
+            lambda: _fetches_waiting(sources, begun.session_id) == 1, what="the fetch parked", timeout_s=30
+        )
         assert not last.done()  # waits for the copy
         assert store._pins == 1
         gate.set()
@@ -363,10 +364,12 @@ def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monke
         broken.set()
         again = await sources.begin("t1", REQUESTOR)
         waiting = asyncio.ensure_future(fetch_file(sources, again.session_id, again.files[0]))
-        # The new copy is held at the gate and the fetch has had its turns: it waits for the copy.
+        # The new copy is held at the gate and the fetch parks on it: it waits for the copy.
         await wait_for_async(parked.is_set, what="the second staging copy held at the gate", timeout_s=30)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await wait_for_async(
+            lambda: _fetches_waiting(sources, again.session_id) == 1, what="the fetch parked", timeout_s=30
+        )
+        assert not waiting.done()
         gate.set()
         with pytest.raises(IOFailure, match="a disk error"):
             await asyncio.wait_for(waiting, 30)
@@ -374,6 +377,12 @@ def test_a_session_ended_or_failed_midway_releases_the_pin(tmp_path: Path, monke
         await insert(tablet, [10_000])  # the tablet goes on
 
     run(with_source(tmp_path, body))
+
+
+def _fetches_waiting(sources: tablet_copy_source.TabletCopySourceManager, session_id: bytes) -> int:
+    """How many fetches of the session wait for its staging copy to reach their range."""
+    staging = sources._sessions[session_id].staging
+    return 0 if staging is None else len(staging._waiters)
 
 
 def _unpinned(store: DuckDBTabletStore) -> bool | None:
