@@ -14,6 +14,7 @@ from nyala.rpc.netfault import install_from_environment
 from nyala.server import TSERVER_WEB_PORT
 from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
+from nyala.storage.options import FLUSH_THRESHOLD_ROWS
 from nyala.tools._format import UnderscoreGroup
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
@@ -137,7 +138,7 @@ def tserver() -> None:
 )
 @click.option(
     "--flush-threshold-rows",
-    default=100_000,
+    default=FLUSH_THRESHOLD_ROWS,
     show_default=True,
     type=click.IntRange(min=0),
     help="Rows a tablet's MemRowSet holds before it is flushed to DuckDB; 0 writes every batch to DuckDB.",
