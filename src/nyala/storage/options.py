@@ -19,8 +19,7 @@ DUCKDB_ROW_GROUP_ROWS = 122_880
 #: that whole row group again: with 100,000-row flushes about 1.6 rows were compressed per row
 #: written.  Two row groups a flush halve the flushes and the share compressed twice: DuckDB
 #: alone took 0.17 us a row (4 columns, one a decimal(22,1)) against 0.24, the tablet store
-#: 0.37 to 0.41 against 0.46, and a Spark load's tablet servers 0.51 against 0.69 us a row
-#: each (2026-11-28, docs/storage.md).
+#: 0.37 to 0.41 against 0.46 (2026-11-28, docs/storage.md).
 FLUSH_THRESHOLD_ROWS = 2 * DUCKDB_ROW_GROUP_ROWS
 
 
