@@ -24,7 +24,13 @@ asyncio, and the functions with the most samples of their own.  py-spy is a benc
 (``pip install .[bench]``); sampling costs the sampled processes a little CPU, so the
 profiled round is left out of the medians.
 
-Usage: ``python bench/spark_ingest_profile.py [--rows 2000000] [--rounds 3] [--profile]``.
+With ``--b-tserver-flags FLAGS`` a second cluster's tablet servers get FLAGS and every round
+writes into both, alternating which goes first (an A/B of a server setting in one run); with
+``--scan`` the Python client then scans each loaded table (rows still in the MemRowSets
+included) and its rate is printed.
+
+Usage: ``python bench/spark_ingest_profile.py [--rows 2000000] [--rounds 3] [--profile]
+[--b-tserver-flags FLAGS] [--scan]``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ if __package__ in (None, ""):
 
 from pyspark.sql import DataFrame, SparkSession
 
+import nyala
 from bench._cluster import cluster_options, load_average, median, scratch_dir, spread_leaders
 from nyala.client import AsyncClient, Partitioning
 from nyala.rpc.loop import run
@@ -342,6 +349,17 @@ def print_split(title: str, rows: int, runs: Iterable[tuple[float, dict[str, flo
 Runs = list[tuple[float, dict[str, float]]]
 
 
+def scan_seconds(master: str, table: str, rows: int) -> float:
+    """Seconds of the Python client's full scan (rows still in the MemRowSets are read too)."""
+    with nyala.connect(master) as client:
+        scanner = client.open_table(table).scanner()
+        start = time.perf_counter()
+        got = scanner.to_arrow().num_rows
+        seconds = time.perf_counter() - start
+    assert got == rows, f"{table}: scanned {got} rows, wrote {rows}"
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -350,6 +368,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="sample tablet servers and workers with py-spy")
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument("--scan", action="store_true", help="time a client scan of each table right after its load")
     parser.add_argument(
         "--b-tserver-flags", default=None, metavar="FLAGS",
         help="A/B: also start a second cluster whose tablet servers get these flags (one string, e.g. "
@@ -370,6 +389,7 @@ def main() -> None:
                 write_nyala(spark, cluster.master_addresses_flag, "warmup", rows)
             dataset(spark, rows).write.mode("overwrite").parquet(str(root / "warmup.parquet"))
             nyala_runs: dict[str, Runs] = {name: [] for name in clusters}
+            scans: dict[str, list[float]] = {name: [] for name in clusters}
             parquet_runs: Runs = []
             parquet = str(root / "metrics.parquet")
             for i in range(args.rounds):
@@ -380,6 +400,8 @@ def main() -> None:
                     processes = Processes.find(cluster)
                     write = functools.partial(write_nyala, spark, master, f"metrics{i}", rows)
                     nyala_runs[name].append(measure(processes, write))
+                    if args.scan:
+                        scans[name].append(scan_seconds(master, f"metrics{i}", rows))
                 processes = Processes.find(clusters["A"])
                 parquet_runs.append(
                     measure(processes, lambda: dataset(spark, rows).write.mode("overwrite").parquet(parquet))
@@ -388,6 +410,9 @@ def main() -> None:
                 flags = f" (tablet servers with {args.b_tserver_flags})" if name == "B" else ""
                 print_split(f"Spark into Nyala {name}{flags} (upsert, RF 3, fsync on)", rows, runs)
             print_split("Spark into local Parquet (snappy), same rounds", rows, parquet_runs)
+            for name, seconds in scans.items():
+                if seconds:
+                    print(f"client scan of {name}'s table after its load: {rows / median(seconds) / 1e6:.2f} M rows/s")
             for name, runs in nyala_runs.items():
                 ratio = median([w for w, _ in parquet_runs]) / median([w for w, _ in runs])
                 print(f"ingest {name} / Parquet: {ratio:.2f} (target >= 0.6)")
