@@ -3,9 +3,10 @@
 A scan's first call opens a store scanner (one DuckDB query over one MVCC snapshot, with
 projection, predicates, key bounds, order and limit pushed into SQL) and registers a
 :class:`ScanSession` under a random id.  Each call then takes record batches from the
-store until the caller's byte budget is used, slicing the last batch when it would overflow
-(the remainder waits for the next call), and writes them as ONE Arrow IPC stream, which goes
-out as a sidecar without copies: its pieces are the batches' own buffers.  Before answering,
+store while the next whole batch fits the caller's byte budget, so calls end at the store's
+batch boundaries and readers receive whole batches; only a batch larger than the whole budget
+is sliced (the remainder waits for the next call).  The call writes them as ONE Arrow IPC
+stream, which goes out as a sidecar without copies: its pieces are the batches' own buffers.  Before answering,
 the session looks one batch ahead, so ``has_more_results`` is exact and an exhausted scanner
 is closed at once.
 
@@ -119,11 +120,14 @@ class ScanSession:
         if batch.nbytes <= budget:
             self._pending = None
             return batch
-        rows = budget * batch.num_rows // max(1, batch.nbytes)
-        if rows == 0:
-            if not first:
-                return None
-            rows = 1
+        if not first:
+            # End the call at the store's batch boundary rather than slice: a sliced batch
+            # reaches the client as two short ones (a 4 MiB call of 65,536-row batches
+            # became 65,536 + 25,000 rows, then 40,000 + 25,000...), and every batch a
+            # reader hands on costs it a fixed price (PySpark's Python data source, Spark's
+            # columnar batches).
+            return None
+        rows = max(1, budget * batch.num_rows // max(1, batch.nbytes))  # one row always fits
         self._pending = batch.slice(rows)
         return batch.slice(0, rows)
 

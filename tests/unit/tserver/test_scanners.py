@@ -49,6 +49,22 @@ def test_chunks_respect_the_byte_budget_and_cover_every_row_once() -> None:
     assert chunks == 8
 
 
+def test_calls_end_at_the_store_batch_boundaries_so_readers_get_whole_batches() -> None:
+    # 40-row batches of id+v are 640 bytes; 1,400 bytes hold two of them and a slice of a third,
+    # which would reach the reader as a 7-row batch followed by a 33-row one.
+    s = session(ListScanner(batches(40, 40, 40, 40, 40)), ["id", "v"])
+    sizes = []
+    while True:
+        chunk = s.next_chunk(1400)
+        sizes.append([b.num_rows for b in read(chunk.ipc_stream).to_batches()])
+        if not chunk.has_more:
+            break
+    assert sizes == [[40, 40], [40, 40], [40]]
+    # A batch larger than the whole budget is still sliced, and its remainder is taken whole.
+    big = session(ListScanner(batches(100, 40)), ["id", "v"])
+    assert [big.next_chunk(1000).num_rows for _ in range(3)] == [62, 38, 40]
+
+
 def test_has_more_is_exact_at_a_batch_boundary_and_one_row_always_fits() -> None:
     s = session(ListScanner(batches(10, 10)), ["id", "v"])
     first = s.next_chunk(1 << 20)
