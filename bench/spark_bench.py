@@ -33,7 +33,14 @@ compiler was still at work through the first large write, 34 % of the JVM's CPU 
 Nyala ingest that came first, and the Parquet write after it found that work done.
 Figures are printed, never asserted; the machine's load average is printed with them.
 
-Usage: ``python bench/spark_bench.py [--rows 2000000] [--repeat 3] [--buckets 6] [--keep]``.
+5. Small queries (``bench/spark_star.py``): a task's fixed cost on a table of a few rows, a
+   star-schema query over five small tables (target: <= 1.5 times Parquet's time) and one
+   over the ``metrics`` table with three small dimensions, Nyala's paths beside Parquet.
+
+Usage: ``python bench/spark_bench.py [--rows 2000000] [--repeat 3] [--buckets 6] [--keep]
+[--only SECTIONS] [--short-repeat 7]``; ``--only`` takes a comma-separated subset of
+``ingest, read, selective, ceiling, task, star, large-star`` (the ``metrics`` table is loaded
+whenever a section needs it; without ``ingest`` it is loaded once, untimed).
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from pyspark.sql.types import StructType
 
 import nyala
 from bench._cluster import Figure, cluster_options, load_average, median, print_table, scratch_dir, spread_leaders
+from bench.spark_star import StarBench
 from nyala.client import AsyncClient, Partitioning
 from nyala.rpc.loop import run
 from nyala.spark import PUSHDOWN_CONF, create_table, local_session
@@ -178,6 +186,12 @@ class Bench:
         create_table(table, schema, ["id"], partitioning, master=self.master, num_replicas=3)
         run(_spread(cluster, self.master, table))
 
+    def load_untimed(self, cluster: MiniCluster) -> None:
+        """The ``metrics`` table and its Parquet copy, for sections that read them."""
+        self.create(cluster, "metrics")
+        self.write_nyala(dataset(self.spark, self.args.rows), "metrics")
+        dataset(self.spark, self.args.rows).write.mode("overwrite").parquet(self.parquet)
+
     def ingest(self, cluster: MiniCluster) -> tuple[float, float]:
         rows = self.args.rows
         self.create(cluster, "warmup")
@@ -229,6 +243,7 @@ class Bench:
         """Rows/s of the count-only Arrow writer, of Parquet's writer timed the same way (warm,
         median of ``--repeat``), and of the in-memory Arrow reader (alternated with the reads)."""
         rows = self.args.rows
+        self.spark.dataSource.register(CeilingSource)  # also when ``reads`` did not run
         write_s = self.repeat(dataset(self.spark, rows).write.format("ceiling").mode("append").save)
         parquet = str(self.root / "ceiling.parquet")
         parquet_s = self.repeat(lambda: dataset(self.spark, rows).write.mode("overwrite").parquet(parquet))
@@ -260,38 +275,71 @@ async def _spread(cluster: MiniCluster, master: str, table: str) -> None:
         await spread_leaders(cluster, await client.open_table(table))
 
 
+SECTIONS = ("ingest", "read", "selective", "ceiling", "task", "star", "large-star")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--buckets", type=int, default=6)
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections: " + ", ".join(SECTIONS))
+    parser.add_argument("--short-repeat", type=int, default=7, help="rounds of the small queries (task, star)")
     args = parser.parse_args()
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    if not only or only - set(SECTIONS):
+        parser.error(f"--only takes a comma-separated subset of {', '.join(SECTIONS)}; got {args.only!r}")
     spark = session()
+    small: list[Figure] = []
     try:
         with (
             scratch_dir("spark-bench-", keep=args.keep) as root,
             MiniCluster(root / "nyala", cluster_options()) as cluster,
         ):
             bench = Bench(spark, cluster.master_addresses_flag, root, args)
-            ingest, ingest_ref = bench.ingest(cluster)
-            read, columnar_read, read_ref, client_read = bench.reads()
-            on_s, off_s, parquet_s, columnar_s = bench.selective()
-            write_ceiling, parquet_write, read_ceiling = bench.ceilings()
+            star = StarBench(spark, cluster.master_addresses_flag, root, args.short_repeat)
+            if "task" in only:
+                small += star.task_cost()
+            if "star" in only:
+                small += star.small_star()
+            if "ingest" in only:
+                ingest, ingest_ref = bench.ingest(cluster)
+            elif only & {"read", "selective", "large-star"}:
+                bench.load_untimed(cluster)
+            if "large-star" in only:
+                small += star.large_star()
+            if "read" in only:
+                read, columnar_read, read_ref, client_read = bench.reads()
+            if "selective" in only:
+                on_s, off_s, parquet_s, columnar_s = bench.selective()
+            if "ceiling" in only:
+                write_ceiling, parquet_write, read_ceiling = bench.ceilings()
     finally:
         spark.stop()
-    report(args, ingest, ingest_ref, read, columnar_read, read_ref, client_read, on_s, off_s, parquet_s, columnar_s)
-    ceilings = [
-        Figure("ingest: the Arrow writer that only counts, M rows/s", write_ceiling / 1e6, parquet_write / 1e6, "", 3),
-        Figure("  Nyala's ingest as a share of that ceiling", ingest / write_ceiling, digits=2),
-        Figure("full read: in-memory Arrow batches, M rows/s", read_ceiling / 1e6, read_ref / 1e6, "", 3),
-        Figure("  Nyala's read as a share of that ceiling", read / read_ceiling, target=">= 0.90", digits=2),
-    ]
-    notes = [
-        "the ratio column of the ceilings is the most any Python data source reached here beside Parquet",
-        "(both writers warm, medians of the repeats; both reads alternated with the reads above)",
-    ]
-    print_table("The ceiling of PySpark's Python data source path, same session", "Parquet", ceilings, notes)
+    if {"ingest", "read", "selective"} <= only:
+        figures = (ingest, ingest_ref, read, columnar_read, read_ref, client_read, on_s, off_s, parquet_s, columnar_s)
+        report(args, *figures)
+    if small:
+        notes = [
+            f"medians of {args.short_repeat} rounds, the cases alternated; views registered again per query",
+            "every source's answers compared with Parquet's first",
+            load_average(),
+        ]
+        print_table("Small queries: a task's fixed cost and star schemas, seconds", "Parquet", small, notes)
+    if {"ceiling", "ingest", "read"} <= only:
+        ceilings = [
+            Figure("ingest: the Arrow writer that only counts, M rows/s", write_ceiling / 1e6, parquet_write / 1e6,
+                   "", 3),
+            Figure("  Nyala's ingest as a share of that ceiling", ingest / write_ceiling, digits=2),
+            Figure("full read: in-memory Arrow batches, M rows/s", read_ceiling / 1e6, read_ref / 1e6, "", 3),
+            Figure("  Nyala's read as a share of that ceiling", read / read_ceiling, target=">= 0.90", digits=2),
+        ]  # fmt: skip
+        notes = [
+            "the ratio column of the ceilings is the most any Python data source reached here beside Parquet",
+            "(both writers warm, medians of the repeats; both reads alternated with the reads above)",
+        ]
+        print_table("The ceiling of PySpark's Python data source path, same session", "Parquet", ceilings, notes)
 
 
 def report(

@@ -104,7 +104,7 @@ def test_reads_work_with_pushdown_disabled(
         for query, expected in on.items():
             assert rows_of(load(spark, master, fmt=read_format, pushdown="true").filter(query)) == expected, query
         # Without pushdown nothing is pruned: every tablet is read.
-        df = load(spark, master, fmt=read_format, pushdown="true")
+        df = load(spark, master, fmt=read_format, pushdown="true", combineSizeBytes="0")
         assert df.filter("host = 'h3'").rdd.getNumPartitions() == partitions
     finally:
         spark.conf.set(PUSHDOWN, "true")
@@ -112,7 +112,8 @@ def test_reads_work_with_pushdown_disabled(
 
 def test_pruning_sets_the_partition_count(spark: SparkSession, master: str, metrics: str, read_format: str) -> None:
     # Every query here has a pushable filter, so each is planned afresh (see the reuse tests).
-    df = load(spark, master, fmt=read_format, pushdown="true")
+    # The tablets are small: without combineSizeBytes 0 they would share one partition.
+    df = load(spark, master, fmt=read_format, pushdown="true", combineSizeBytes="0")
     assert df.rdd.getNumPartitions() == 12  # 4 hash buckets x 3 ranges
     assert df.filter("host = 'h3'").rdd.getNumPartitions() == 3
     assert df.filter("ts >= '2024-01-03'").rdd.getNumPartitions() == 4
@@ -131,7 +132,30 @@ def test_split_size_bytes_cuts_tablets_into_key_ranges(
     assert rows_of(split.filter("host = 'h3'")) == rows_of(whole.filter("host = 'h3'"))
     pruned = load(spark, master, fmt=read_format, splitSizeBytes="4096", pushdown="true").filter("host = 'h3'")
     assert rows_of(pruned) == rows_of(whole.filter("host = 'h3'"))
-    assert load(spark, master, fmt=read_format, splitSizeBytes=str(1 << 30)).rdd.getNumPartitions() == 12
+    unsplit = load(spark, master, fmt=read_format, splitSizeBytes=str(1 << 30), combineSizeBytes="0")
+    assert unsplit.rdd.getNumPartitions() == 12
+
+
+def test_small_tablets_share_a_partition_and_every_row_is_read_once(
+    spark: SparkSession, master: str, metrics: str, read_format: str
+) -> None:
+    # 2,000 rows in 12 tablets: all small (under combine.PROBE_ROWS rows each).
+    apart = load(spark, master, fmt=read_format, combineSizeBytes="0")
+    assert apart.rdd.getNumPartitions() == 12
+    expected = rows_of(apart)
+    assert len(expected) == ROWS
+    together = load(spark, master, fmt=read_format)  # the default: 1 MiB
+    assert together.rdd.getNumPartitions() == 1
+    assert rows_of(together) == expected
+    # A smaller bound packs them into several partitions, each row still read once.
+    several = load(spark, master, fmt=read_format, combineSizeBytes="20000")
+    assert 1 < several.rdd.getNumPartitions() < 12
+    assert rows_of(several) == expected
+    assert several.count() == ROWS
+    pruned = load(spark, master, fmt=read_format, pushdown="true").filter("host = 'h3'")
+    assert rows_of(pruned) == [r for r in expected if r[0] == "h3"]
+    with pytest.raises(Exception, match=r"nyala\.combineSizeBytes"):
+        load(spark, master, fmt=read_format, combineSizeBytes="-1").collect()
 
 
 def test_options_and_narrow_schema(spark: SparkSession, master: str, metrics: str, read_format: str) -> None:

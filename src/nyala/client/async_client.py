@@ -103,11 +103,14 @@ class AsyncClient:
         options: ClientOptions | None = None,
         ssl_context: ssl.SSLContext | None = None,
         master_read_staleness_ms: int | None = None,
+        lazy: bool = False,
     ) -> AsyncClient:
         """A client that has found the leader master (TimedOut names every master's answer).
 
         ``master_read_staleness_ms`` (default: the options', 0) lets any master whose catalog
         is provably at most that old answer catalog reads (``ClientOptions.master_read_staleness_ms``).
+        ``lazy``: do not look for the leader master now but at the first master call (as Kudu's
+        Java client does), for a client that may need none: one that only reads scan tokens.
         """
         client = cls(
             master_addresses,
@@ -116,18 +119,20 @@ class AsyncClient:
             master_read_staleness_ms=master_read_staleness_ms,
         )
         try:
-            await client.start(timeout_s)
+            await client.start(timeout_s, find_leader=not lazy)
         except BaseException:
             await client.close()
             raise
         return client
 
-    async def start(self, timeout_s: float | None = None) -> None:
-        """Bind to the running loop, learn this host's addresses and find the leader master."""
+    async def start(self, timeout_s: float | None = None, *, find_leader: bool = True) -> None:
+        """Bind to the running loop, learn this host's addresses and find the leader master
+        (now, or with ``find_leader`` false at the first master call)."""
         self._loop = asyncio.get_running_loop()
         self._ctx.local_hosts = await self._loop.run_in_executor(None, local_host_addresses)
-        deadline = Deadline(self._admin_timeout(timeout_s), "connecting to the masters")
-        await self._ctx.masters.find_leader(deadline)
+        if find_leader:
+            deadline = Deadline(self._admin_timeout(timeout_s), "connecting to the masters")
+            await self._ctx.masters.find_leader(deadline)
 
     async def close(self) -> None:
         """Close every connection; the client cannot be used afterwards."""
@@ -385,11 +390,29 @@ class AsyncClient:
         return TabletInfo(tablet_id, "", tuple(replicas))
 
     async def scanner_from_token(self, token: ScanToken) -> AsyncScanner:
-        """A scanner reading the one tablet of ``token``."""
-        deadline = self._deadline(None, f"opening table {token.table_name!r} for a scan token")
-        info = await self._ctx.meta.table(deadline, table_id=token.table_id)
+        """A scanner reading the one tablet of ``token``.
+
+        The token carries the table's schema and the tablet's replicas (Kudu's table and tablet
+        metadata), so this asks the master nothing; only a token without them (an older
+        client's) makes the table be looked up. Stale replicas or a changed schema are found
+        out by the scan, which then asks the master as every scan does.
+        """
+        carried = token.table_info()
+        cached = self._ctx.meta.cached_table(token.table_id)
+        info = (
+            cached
+            if cached is not None and (carried is None or cached.schema_version >= carried.schema_version)
+            else carried
+        )
+        if info is None:
+            deadline = self._deadline(None, f"opening table {token.table_name!r} for a scan token")
+            info = await self._ctx.meta.table(deadline, table_id=token.table_id)
+        for uuid, address, location, _role in token.replicas:
+            self._ctx.meta.remember_server(uuid, address, location)
         spec = ScanSpec.from_dict(token.spec, info.schema)
-        return AsyncScanner(self._ctx, info, spec, tablet_id=token.tablet_id, min_applied_index=token.min_applied_index)
+        return AsyncScanner(
+            self._ctx, info, spec, tablet=token.tablet_location(), min_applied_index=token.min_applied_index
+        )
 
     # --- cluster ---------------------------------------------------------------------------
 
@@ -494,6 +517,7 @@ async def connect_async(
     options: ClientOptions | None = None,
     ssl_context: ssl.SSLContext | None = None,
     master_read_staleness_ms: int | None = None,
+    lazy: bool = False,
 ) -> AsyncClient:
     """``await connect_async("127.0.0.1:7051")``: an AsyncClient on the running loop."""
     return await AsyncClient.connect(
@@ -502,6 +526,7 @@ async def connect_async(
         options=options,
         ssl_context=ssl_context,
         master_read_staleness_ms=master_read_staleness_ms,
+        lazy=lazy,
     )
 
 

@@ -223,6 +223,12 @@ class MetaCache:
             out.append(TabletLocation(pb.tablet_id, partition, tuple(replicas), leader))
         return out
 
+    def remember_server(self, uuid: str, address: str, location: str) -> None:
+        """A server's address from elsewhere (a scan token); what the master said stays."""
+        if uuid in self.servers or not address:
+            return
+        self.servers[uuid] = ServerInfo(uuid, parse_address(address), location)
+
     def _learn_server(self, ts: common_pb2.TSInfoPB) -> str:
         address = None
         if ts.rpc_addresses:

@@ -17,7 +17,11 @@ and one of a hash-partitioned table is ordered per tablet (as in Kudu).
 
 A :class:`ScanToken` holds everything needed to read one tablet elsewhere (another thread,
 process or machine): the master addresses, the table id, the tablet, the bound scan as JSON,
-the replicas (for locality) and the minimum Raft index a READ_YOUR_WRITES read must see.
+the replicas with their addresses (for locality), the minimum Raft index a READ_YOUR_WRITES
+read must see and, as Kudu's tokens do with table and tablet metadata, the table's schema and
+partitioning: a client opening a scanner from a token therefore asks the master nothing
+(:meth:`ScanToken.table_info`, :meth:`ScanToken.tablet_location`) unless every carried replica
+fails or the schema changed, when the scan asks the master as any scan does.
 ``serialize()``/``deserialize()`` turn it into bytes; it also pickles.
 """
 
@@ -33,7 +37,7 @@ import pyarrow as pa
 
 from nyala.errors import InvalidArgument, NotFound, ServiceUnavailable, TimedOut
 from nyala.proto import common_pb2
-from nyala.schema import Partition
+from nyala.schema import Partition, Partitioner, Schema
 
 from ._context import ClientContext
 from ._retry import Backoff, Deadline
@@ -56,11 +60,14 @@ class AsyncScanner:
         *,
         tablet_id: str = "",
         min_applied_index: int = 0,
+        tablet: TabletLocation | None = None,
     ) -> None:
         self._ctx = ctx
         self.table = table
         self.spec = spec
-        self._tablet_id = tablet_id
+        self._tablet_id = tablet.tablet_id if tablet is not None else tablet_id
+        #: The one tablet to read, located already (from a scan token): no master lookup.
+        self._tablet = tablet
         self._min_applied_index = min_applied_index
         self._open: set[TabletScan] = set()
         self._closed = False
@@ -73,6 +80,8 @@ class AsyncScanner:
     async def tablets(self) -> list[TabletLocation]:
         """The tablets this scan reads, after pruning, in partition-key order."""
         deadline = Deadline(self.spec.timeout_s, f"locating the tablets of {self.table.name!r}")
+        if self._tablet is not None:
+            return [self._tablet]
         if self._tablet_id:
             return [await self._tablet_by_id(deadline)]
         backoff = Backoff(self._ctx.options, self._ctx.rng)
@@ -266,6 +275,37 @@ class ScanToken:
     replicas: tuple[tuple[str, str, str, str], ...]
     #: READ_YOUR_WRITES: the Raft index the reading replica must have applied.
     min_applied_index: int = 0
+    #: The table's schema and partitioning when the token was made (Kudu's table metadata in
+    #: a token): ``schema`` and ``partitioner`` as JSON text, ``schema_version``,
+    #: ``num_replicas``. None in tokens of older clients: the table is then looked up.
+    table_metadata: dict[str, Any] | None = None
+
+    def table_info(self) -> TableInfo | None:
+        """The table as the token carries it, or None when it carries no metadata."""
+        meta = self.table_metadata
+        if meta is None:
+            return None
+        try:
+            schema = Schema.from_json(meta["schema"])
+            partitioner = Partitioner.from_json(str(meta["partitioner"]).encode())
+            return TableInfo(
+                id=self.table_id,
+                name=self.table_name,
+                schema=schema,
+                partitioner=Partitioner(schema, partitioner.partition_schema, partitioner.ranges),
+                schema_version=int(meta["schema_version"]),
+                num_replicas=int(meta["num_replicas"]),
+            )
+        except (KeyError, TypeError, ValueError, InvalidArgument) as exc:
+            raise InvalidArgument(
+                f"scan token of table {self.table_name!r} has malformed table metadata: {exc}"
+            ) from None
+
+    def tablet_location(self) -> TabletLocation:
+        """The tablet and its replicas as the token carries them (the leader as it was then)."""
+        replicas = tuple((uuid, _role_value(role)) for uuid, _address, _location, role in self.replicas)
+        leader = next((uuid for uuid, _a, _l, role in self.replicas if role == "LEADER"), "")
+        return TabletLocation(self.tablet_id, Partition.from_dict(self.partition), replicas, leader)
 
     @property
     def preferred_hosts(self) -> list[str]:
@@ -290,6 +330,7 @@ class ScanToken:
                 spec=dict(d["spec"]),
                 replicas=tuple(tuple(r) for r in d["replicas"]),
                 min_applied_index=int(d.get("min_applied_index", 0)),
+                table_metadata=None if d.get("table_metadata") is None else dict(d["table_metadata"]),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"not a serialized scan token: {exc}") from None
@@ -299,6 +340,7 @@ async def make_scan_tokens(scanner: AsyncScanner, master_addresses: Sequence[str
     """One token per tablet the scanner would read."""
     ctx = scanner._ctx
     tokens = []
+    metadata = _table_metadata(scanner.table)
     for tablet in await scanner.tablets():
         replicas = []
         for uuid, role in tablet.replicas:
@@ -319,6 +361,24 @@ async def make_scan_tokens(scanner: AsyncScanner, master_addresses: Sequence[str
                 spec=scanner.spec.to_dict(scanner.table.schema),
                 replicas=tuple(replicas),
                 min_applied_index=ctx.op_indices.get(tablet.tablet_id, 0),
+                table_metadata=metadata,
             )
         )
     return tokens
+
+
+def _table_metadata(table: TableInfo) -> dict[str, Any]:
+    return {
+        "schema": table.schema.to_json().decode(),
+        "partitioner": table.partitioner.to_json().decode(),
+        "schema_version": table.schema_version,
+        "num_replicas": table.num_replicas,
+    }
+
+
+def _role_value(role: str) -> int:
+    """The RaftRolePB value of a role name; an unknown name reads as a follower's."""
+    try:
+        return int(common_pb2.RaftRolePB.Value(role))
+    except ValueError:
+        return int(common_pb2.FOLLOWER)

@@ -105,6 +105,7 @@ class Client:
         options: ClientOptions | None = None,
         ssl_context: ssl.SSLContext | None = None,
         master_read_staleness_ms: int | None = None,
+        lazy: bool = False,
     ) -> None:
         self._runner = _LoopThread()
         try:
@@ -115,6 +116,7 @@ class Client:
                     options=options,
                     ssl_context=ssl_context,
                     master_read_staleness_ms=master_read_staleness_ms,
+                    lazy=lazy,
                 )
             )
         except BaseException:
@@ -566,6 +568,7 @@ def connect(
     options: ClientOptions | None = None,
     ssl_context: ssl.SSLContext | None = None,
     master_read_staleness_ms: int | None = None,
+    lazy: bool = False,
 ) -> Client:
     """Connect to the cluster whose masters are ``master_addresses`` ("h1:7051,h2:7051" or a list).
 
@@ -573,6 +576,8 @@ def connect(
     none leads within ``timeout_s`` (default: the admin operation timeout, 30 s).
     ``master_read_staleness_ms`` > 0 spreads catalog reads over every master whose catalog is
     provably at most that old (follower reads); 0 (the default) reads from the leader only.
+    ``lazy=True`` returns at once and looks for the leader at the first master call: a client
+    that only reads scan tokens (which carry the table and its replicas) never calls one.
     """
     return Client(
         master_addresses,
@@ -580,4 +585,5 @@ def connect(
         options=options,
         ssl_context=ssl_context,
         master_read_staleness_ms=master_read_staleness_ms,
+        lazy=lazy,
     )

@@ -21,15 +21,20 @@ _lock = threading.Lock()
 _clients: dict[tuple[int, tuple[str, ...], int | None], Client] = {}
 
 
-def client_for(master: str | Sequence[str], operation_timeout_ms: int | None = None) -> Client:
-    """The shared client of this process for ``master`` (comma-separated or a list)."""
+def client_for(master: str | Sequence[str], operation_timeout_ms: int | None = None, *, lazy: bool = False) -> Client:
+    """The shared client of this process for ``master`` (comma-separated or a list).
+
+    ``lazy``: a new client does not look for the leader master until it needs one (a task
+    reading scan tokens never does); an existing client is returned either way.
+    """
     addresses = tuple(a.strip() for a in (master.split(",") if isinstance(master, str) else master) if a.strip())
     key = (os.getpid(), addresses, operation_timeout_ms)
     with _lock:
         client = _clients.get(key)
         if client is None:
             options = ClientOptions() if operation_timeout_ms is None else _options(operation_timeout_ms)
-            client = connect(list(addresses), options=options, timeout_s=options.operation_timeout_ms / 1000)
+            timeout_s = options.operation_timeout_ms / 1000
+            client = connect(list(addresses), options=options, timeout_s=timeout_s, lazy=lazy)
             _clients[key] = client
         return client
 

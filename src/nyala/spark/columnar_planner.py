@@ -10,10 +10,12 @@ on stdin; each gets one JSON line back on stdout:
   become Nyala predicates (:func:`nyala.spark.filters.to_predicates`), the rest stay with Spark;
 - ``{"op": "plan", "options", "schema", "columns", "filters"}`` asks the table for scan tokens
   with the projection and the pushed predicates (so partition pruning drops tablets that cannot
-  match, and ``nyala.splitSizeBytes`` splits large ones), and answers one partition per token:
+  match, and ``nyala.splitSizeBytes`` splits large ones), and answers one entry per token:
   the tablet, its replicas ``[uuid, address, role]`` and the serialized ``ScanRequestPB`` that
-  opens the scan, which the JVM sends to a tablet server as it is; and every live tablet
-  server's uuid and address, so a task can follow a leader hint to a replica added since.
+  opens the scan, which the JVM sends to a tablet server as it is; ``groups``, the Spark
+  partitions as lists of entry indexes (small tablets share one, ``nyala.combineSizeBytes``,
+  :mod:`nyala.spark.combine`); and every live tablet server's uuid and address, so a task can
+  follow a leader hint to a replica added since.
 
 An error answers ``{"error": message, "kind": exception class}``; the process goes on.
 Filters arrive with typed literals (``{"t": "timestamp", "v": micros}``) and are rebuilt as the
@@ -57,6 +59,7 @@ from nyala.proto import tserver_pb2 as tpb
 from nyala.schema import Predicate
 
 from ._clients import client_for
+from .combine import group_tokens
 from .filters import to_predicates
 from .options import NyalaOptions, parse_options
 from .reader import check_read_schema
@@ -179,6 +182,12 @@ def _plan(request: Mapping[str, Any]) -> dict[str, Any]:
     )
     if parsed.split_size_bytes is not None:
         tokens = split_tokens(client, table.schema, tokens, parsed.split_size_bytes)
+    grouped = group_tokens(client, tokens, parsed.combine_size_bytes)
+    tokens = [token for group in grouped for token in group]
+    groups, start = [], 0
+    for group in grouped:
+        groups.append(list(range(start, start + len(group))))
+        start += len(group)
     partitions = []
     batch_size_bytes = 0
     for token in tokens:
@@ -214,6 +223,7 @@ def _plan(request: Mapping[str, Any]) -> dict[str, Any]:
     }
     return {
         "partitions": partitions,
+        "groups": groups,
         "servers": servers,
         "leader_only": parsed.leader_only,
         "ordered": parsed.fault_tolerant_scan,

@@ -20,6 +20,9 @@ __all__ = ["DEFAULT_MASTER", "OPERATIONS", "OPTION_HELP", "NyalaOptions", "parse
 #: Where ``nyala local-cluster start`` puts its first master.
 DEFAULT_MASTER = "127.0.0.1:7051"
 
+#: ``nyala.combineSizeBytes``: small tablets share a Spark partition up to this many bytes.
+DEFAULT_COMBINE_SIZE_BYTES = 1 << 20
+
 #: ``nyala.operation`` values (kudu-spark's, dashes allowed) and the row operation each applies.
 OPERATIONS: dict[str, OpType] = {
     "insert": OpType.INSERT,
@@ -49,6 +52,11 @@ OPTION_HELP: dict[str, tuple[str, str]] = {
         "relation's last pushed filters for its later unfiltered queries: query such a DataFrame or view once.",
     ),
     "nyala.splitSizeBytes": ("unset", "Target bytes per Spark partition: tablets are split into key ranges."),
+    "nyala.combineSizeBytes": (
+        str(1 << 20),
+        "Small tablets (fewer than 4,096 matching rows) are read together, up to this many bytes per Spark "
+        "partition; 0 gives every tablet a partition of its own.",
+    ),
     "nyala.writeBufferBytes": ("7340032", "Bytes a task's write session buffers (Kudu's mutation buffer)."),
     "nyala.useDriverMetadata": ("true", "Accepted for kudu-spark compatibility: tokens always carry the metadata."),
 }
@@ -90,6 +98,7 @@ class NyalaOptions:
     scan_request_timeout_ms: int | None = None
     operation_timeout_ms: int | None = None
     split_size_bytes: int | None = None
+    combine_size_bytes: int = DEFAULT_COMBINE_SIZE_BYTES
     write_buffer_bytes: int | None = None
 
     @property
@@ -134,6 +143,7 @@ def parse_options(options: Mapping[str, str], *, require_table: bool = True) -> 
         scan_request_timeout_ms=_positive(values, "nyala.scanRequestTimeoutMs"),
         operation_timeout_ms=_positive(values, "nyala.operationTimeoutMs"),
         split_size_bytes=_positive(values, "nyala.splitSizeBytes"),
+        combine_size_bytes=_non_negative(values, "nyala.combineSizeBytes", DEFAULT_COMBINE_SIZE_BYTES),
         write_buffer_bytes=_positive(values, "nyala.writeBufferBytes"),
     )
 
@@ -181,4 +191,17 @@ def _positive(values: Mapping[str, str], name: str) -> int | None:
         raise InvalidArgument(f"option {name!r} must be a positive integer; got {text!r}") from None
     if number <= 0:
         raise InvalidArgument(f"option {name!r} must be a positive integer; got {text!r}")
+    return number
+
+
+def _non_negative(values: Mapping[str, str], name: str, default: int) -> int:
+    text = values.get(name)
+    if text is None:
+        return default
+    try:
+        number = int(text.strip())
+    except ValueError:
+        raise InvalidArgument(f"option {name!r} must be a non-negative integer; got {text!r}") from None
+    if number < 0:
+        raise InvalidArgument(f"option {name!r} must be a non-negative integer; got {text!r}")
     return number

@@ -5,11 +5,15 @@ Spark asks for (the table's, or a narrower one the user gave, which then is the 
 ``pushFilters`` keeps the filters Nyala can evaluate as predicates; ``partitions`` asks the
 table for scan tokens with those predicates, so the client's partition pruning drops every
 tablet that cannot match, and makes one :class:`InputPartition` per token (or several per
-tablet with ``nyala.splitSizeBytes``, see :mod:`.splits`).
+tablet with ``nyala.splitSizeBytes``, see :mod:`.splits`; or one for several small tablets with
+``nyala.combineSizeBytes``, see :mod:`.combine`).  A partition's value is the tuple of its
+serialized tokens.
 
-Reading (executor Python workers): each partition's token is deserialized and scanned by the
-worker's shared client; every Arrow batch is conformed to exactly the Arrow schema Spark
-expects and handed over as is (no per-row Python).
+Reading (executor Python workers): each partition's tokens are deserialized and scanned one
+after another by the worker's shared client, which Spark's reused workers keep across tasks.
+A token carries the table's schema and the replicas' addresses, and the client is made lazily,
+so a task asks the master nothing, even in a new worker.  Every Arrow batch is conformed to
+exactly the Arrow schema Spark expects and handed over as is (no per-row Python).
 
 ``spark.sql.python.filterPushdown.enabled`` is false by default, and PySpark 4.3 then fails
 every read of a reader whose class overrides ``pushFilters`` (DATA_SOURCE_PUSHDOWN_DISABLED),
@@ -41,6 +45,7 @@ from nyala.errors import InvalidArgument
 from nyala.schema import Predicate, Schema
 
 from ._clients import client_for
+from .combine import group_tokens
 from .filters import push
 from .options import NyalaOptions
 from .splits import split_tokens
@@ -97,7 +102,8 @@ class NyalaReader(DataSourceReader):
         tokens = self.scan_tokens(table)
         if self.options.split_size_bytes is not None:
             tokens = split_tokens(client, table.schema, tokens, self.options.split_size_bytes)
-        return [InputPartition(token.serialize()) for token in tokens]
+        groups = group_tokens(client, tokens, self.options.combine_size_bytes)
+        return [InputPartition(tuple(token.serialize() for token in group)) for group in groups]
 
     def scan_tokens(self, table: Table) -> list[ScanToken]:
         timeout = self.options.scan_request_timeout_ms
@@ -111,15 +117,17 @@ class NyalaReader(DataSourceReader):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition.value, bytes):
+        if not isinstance(partition.value, tuple):
             return  # Spark's stand-in when there are no partitions at all
-        token = ScanToken.deserialize(partition.value)
-        client = client_for(token.master_addresses, self.options.operation_timeout_ms)
-        scanner = client.scanner_from_token(token)
-        with scanner:
-            for batch in scanner:
-                if batch.num_rows:
-                    yield conform_batch(batch, self.arrow_schema)
+        for serialized in partition.value:
+            token = ScanToken.deserialize(serialized)
+            # Lazy: the token carries all a scan needs, so the masters are not even looked for.
+            client = client_for(token.master_addresses, self.options.operation_timeout_ms, lazy=True)
+            scanner = client.scanner_from_token(token)
+            with scanner:
+                for batch in scanner:
+                    if batch.num_rows:
+                        yield conform_batch(batch, self.arrow_schema)
 
 
 def _selection(options: NyalaOptions) -> ReplicaSelection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import pickle
 from collections.abc import Iterator
@@ -202,6 +203,30 @@ def test_scan_tokens_pickle_and_run_on_another_client(cluster: FakeCluster, clie
     assert again.equals(parts[0])
     with pytest.raises(InvalidArgument, match="scan token"):
         ScanToken.deserialize(b"{}")
+
+
+def master_calls(cluster: FakeCluster) -> int:
+    return sum(sum(m.calls.values()) for m in cluster.masters)
+
+
+def test_a_token_carries_the_table_so_a_lazy_client_asks_no_master(cluster: FakeCluster, client: Client) -> None:
+    table = client.create_table("t", kv_schema(), hashed(3))
+    table.insert(rows(0, 30))
+    shipped = [ScanToken.deserialize(t.serialize()) for t in table.scan_tokens(["id", "v"], [("id", "<", 20)])]
+    assert all(t.table_metadata is not None for t in shipped)
+    before = master_calls(cluster)
+    with connect(cluster.master_addresses, options=FAST, lazy=True) as reader:
+        parts = [reader.scanner_from_token(t).to_arrow() for t in shipped]
+    assert master_calls(cluster) == before  # no ConnectToMaster, no schema or location lookup
+    assert sorted(i for p in parts for i in p.column("id").to_pylist()) == list(range(20))
+    assert parts[0].schema.names == ["id", "v"]
+    # A token without the table (an older client's) still works: the table is looked up.
+    bare = dataclasses.replace(shipped[0], table_metadata=None)
+    with connect(cluster.master_addresses, options=FAST, lazy=True) as reader:
+        assert reader.scanner_from_token(bare).to_arrow().equals(parts[0])
+    assert master_calls(cluster) > before
+    with pytest.raises(InvalidArgument, match="malformed table metadata"):
+        dataclasses.replace(shipped[0], table_metadata={"schema": "{}"}).table_info()
 
 
 def test_bad_scan_arguments_are_refused_before_any_rpc(cluster: FakeCluster, client: Client) -> None:

@@ -28,6 +28,9 @@ final class NyalaReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+    if (partition instanceof NyalaGroupPartition group) {
+      return new GroupScanReader(group, required);
+    }
     return new TabletScanReader((NyalaInputPartition) partition, required);
   }
 }

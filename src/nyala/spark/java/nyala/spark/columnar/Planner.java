@@ -92,7 +92,7 @@ final class Planner {
     answer.get("servers").fields().forEachRemaining(e -> known.put(e.getKey(), e.getValue().asText()));
     String[] serverUuids = known.keySet().toArray(new String[0]);
     String[] serverAddresses = known.values().toArray(new String[0]);
-    List<InputPartition> partitions = new ArrayList<>();
+    List<NyalaInputPartition> tablets = new ArrayList<>();
     for (JsonNode p : answer.get("partitions")) {
       JsonNode replicas = p.get("replicas");
       String[] uuids = new String[replicas.size()];
@@ -106,8 +106,25 @@ final class Planner {
         }
       }
       byte[] open = Base64.getDecoder().decode(p.get("request").asText());
-      partitions.add(new NyalaInputPartition(p.get("tablet").asText(), open, uuids, addresses, leader, leaderOnly,
+      tablets.add(new NyalaInputPartition(p.get("tablet").asText(), open, uuids, addresses, leader, leaderOnly,
           ordered, batchSizeBytes, timeoutMs, serverUuids, serverAddresses));
+    }
+    JsonNode groups = answer.get("groups");
+    if (groups == null) {
+      return tablets.toArray(new InputPartition[0]);
+    }
+    // Small tablets share a partition (nyala.combineSizeBytes); every tablet is in one group.
+    List<InputPartition> partitions = new ArrayList<>();
+    for (JsonNode group : groups) {
+      if (group.size() == 1) {
+        partitions.add(tablets.get(group.get(0).asInt()));
+        continue;
+      }
+      NyalaInputPartition[] members = new NyalaInputPartition[group.size()];
+      for (int i = 0; i < members.length; i++) {
+        members[i] = tablets.get(group.get(i).asInt());
+      }
+      partitions.add(new NyalaGroupPartition(members));
     }
     return partitions.toArray(new InputPartition[0]);
   }
