@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 from nyala.client import Partitioning, schema
 
 from ._clients import client_for
-from .options import DEFAULT_MASTER
+from .options import DEFAULT_MASTER, TlsSettings
 from .source import NyalaDataSource, NyalaPythonDataSource
 from .typemap import nyala_columns
 
@@ -70,6 +70,7 @@ def create_table(
     master: str = DEFAULT_MASTER,
     num_replicas: int = 3,
     not_null: Sequence[str] = (),
+    tls: TlsSettings | None = None,
 ) -> None:
     """Create Nyala table ``name`` with the columns of ``spark_schema`` and ``key_columns`` as its key.
 
@@ -77,11 +78,12 @@ def create_table(
     column that has none); key columns move to the front and become non-null, and so do the
     columns named in ``not_null`` (Spark marks every column read from Parquet nullable, so the
     schema of such a DataFrame cannot say NOT NULL itself).  ``partitioning`` is a
-    :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.
+    :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.  ``tls``
+    reaches a cluster whose RPC is TLS (the ``nyala.tls*`` options of reads and writes).
     """
     keys = list(key_columns)
     table_schema = schema(nyala_columns(spark_schema, keys, not_null), primary_key=keys)
-    client = client_for(master)
+    client = client_for(master, tls=tls)
     client.create_table(name, table_schema, partitioning, num_replicas=num_replicas)
 
 

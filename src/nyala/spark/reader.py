@@ -92,7 +92,7 @@ class NyalaReader(DataSourceReader):
         return rejected
 
     def partitions(self) -> Sequence[InputPartition]:
-        client = client_for(self.options.master, self.options.operation_timeout_ms)
+        client = client_for(self.options.master, self.options.operation_timeout_ms, self.options.tls)
         table = client.open_table(self.options.table)
         tokens = self.scan_tokens(table)
         if self.options.split_size_bytes is not None:
@@ -114,7 +114,7 @@ class NyalaReader(DataSourceReader):
         if not isinstance(partition.value, bytes):
             return  # Spark's stand-in when there are no partitions at all
         token = ScanToken.deserialize(partition.value)
-        client = client_for(token.master_addresses, self.options.operation_timeout_ms)
+        client = client_for(token.master_addresses, self.options.operation_timeout_ms, self.options.tls)
         scanner = client.scanner_from_token(token)
         with scanner:
             for batch in scanner:
