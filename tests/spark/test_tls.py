@@ -58,8 +58,8 @@ def test_both_read_paths_read_a_tls_cluster(
     assert sorted(r.id for r in df.filter("id >= 190").select("id").collect()) == list(range(190, 200))
 
 
-def test_the_columnar_path_presents_a_client_certificate(
-    spark: SparkSession, tls_cluster: tuple[MiniCluster, Pki], tls_client: Client
+def test_both_read_paths_present_a_client_certificate(
+    spark: SparkSession, read_format: str, tls_cluster: tuple[MiniCluster, Pki], tls_client: Client
 ) -> None:
     cluster, pki = tls_cluster
     options = {
@@ -67,7 +67,8 @@ def test_the_columnar_path_presents_a_client_certificate(
         "nyala.tlsCertFile": str(pki.client_cert),
         "nyala.tlsKeyFile": str(pki.client_key),
     }
-    assert read(spark, "nyala", cluster, "secure", **options).count() == len(ROWS)
+    # The servers check a certificate a client presents: a wrong one would fail the handshake.
+    assert read(spark, read_format, cluster, "secure", **options).count() == len(ROWS)
 
 
 def test_writes_through_the_nyala_name_reach_a_tls_cluster(
