@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import nyala
 from nyala.client import Client, Partitioning, schema
+from nyala.spark import delete_rows
 from nyala.testing.minicluster import MiniCluster
 from tests.integration.tls_kit import Pki, tls_cluster_options
 
@@ -79,7 +80,8 @@ def test_writes_through_the_nyala_name_reach_a_tls_cluster(
     writer = df.write.format("nyala").mode("append").option("nyala.master", cluster.master_addresses_flag)
     writer.option("nyala.table", "secure").option("nyala.tlsCaFile", str(pki.ca)).save()
     assert tls_client.open_table("secure").count() == len(ROWS) + 10
-    tls_client.open_table("secure").delete([{"id": 1000 + i} for i in range(10)])
+    delete_rows(df, "secure", master=cluster.master_addresses_flag, tlsCaFile=str(pki.ca))
+    assert tls_client.open_table("secure").count() == len(ROWS)
 
 
 def test_a_wrong_ca_is_refused_naming_the_certificate(

@@ -99,21 +99,30 @@ def write_rows(df: DataFrame, table: str, operation: str, *, master: str = DEFAU
     writer.save()
 
 
-def insert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_duplicates: bool = False) -> None:
-    """Insert every row; a duplicate key fails the task unless ``ignore_duplicates`` (INSERT_IGNORE)."""
-    write_rows(df, table, "insert_ignore" if ignore_duplicates else "insert", master=master)
+def insert_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_duplicates: bool = False, **options: str
+) -> None:
+    """Insert every row; a duplicate key fails the task unless ``ignore_duplicates`` (INSERT_IGNORE).
+
+    ``options`` here and in the helpers below are extra options as in :func:`write_rows`.
+    """
+    write_rows(df, table, "insert_ignore" if ignore_duplicates else "insert", master=master, **options)
 
 
-def upsert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER) -> None:
+def upsert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, **options: str) -> None:
     """Insert rows whose key is new and update the given columns of the others."""
-    write_rows(df, table, "upsert", master=master)
+    write_rows(df, table, "upsert", master=master, **options)
 
 
-def update_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+def update_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False, **options: str
+) -> None:
     """Update the given columns; a missing key fails the task unless ``ignore_missing`` (UPDATE_IGNORE)."""
-    write_rows(df, table, "update_ignore" if ignore_missing else "update", master=master)
+    write_rows(df, table, "update_ignore" if ignore_missing else "update", master=master, **options)
 
 
-def delete_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+def delete_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False, **options: str
+) -> None:
     """Delete the rows with the keys of ``df`` (other columns are ignored); see ``ignore_missing``."""
-    write_rows(df, table, "delete_ignore" if ignore_missing else "delete", master=master)
+    write_rows(df, table, "delete_ignore" if ignore_missing else "delete", master=master, **options)
