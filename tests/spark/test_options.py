@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull, Not, StringEndsWith, StringStartsWith
@@ -123,3 +124,24 @@ def test_the_processes_of_a_first_write_import_little() -> None:
     assert subprocess.run([sys.executable, "-c", code], check=False, timeout=100).returncode == 0
     full = "import sys, nyala.spark as s; s.NyalaDataSource; s.create_table; sys.exit('pandas' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", full], check=False, timeout=100).returncode == 0
+
+
+def test_tls_options_turn_tls_on_and_check_their_files(tmp_path: Path) -> None:
+    from tests.integration.tls_kit import make_pki
+
+    pki = make_pki(tmp_path, ["127.0.0.1"])
+    assert parse_options({"nyala.table": "t"}).tls is None
+    tls = parse_options({"nyala.table": "t", "nyala.tlscafile": str(pki.ca), "nyala.tlsCheckHostname": "false"}).tls
+    assert tls is not None
+    assert (tls.ca_file, tls.cert_file, tls.check_hostname) == (str(pki.ca), None, False)
+    both = {"nyala.tlsCertFile": str(pki.client_cert), "nyala.tlsKeyFile": str(pki.client_key)}
+    tls = parse_options({"nyala.table": "t", **both}).tls
+    assert tls is not None
+    assert tls.ssl_context().check_hostname
+    system_cas = parse_options({"nyala.table": "t", "nyala.tls": "true"}).tls
+    assert system_cas is not None
+    assert system_cas.ca_file is None
+    with pytest.raises(InvalidArgument, match="the TLS options do not load"):
+        parse_options({"nyala.table": "t", "nyala.tlsCaFile": str(pki.client_key)})  # a key is no CA
+    with pytest.raises(InvalidArgument, match=r"TLS is on with nyala\.tls"):
+        parse_options({"nyala.table": "t", "nyala.encryptionPolicy": "required"})

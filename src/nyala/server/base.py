@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from nyala.consensus.runtime.metrics import RaftMetrics
 from nyala.errors import InvalidArgument
 from nyala.metrics.event_loop import LoopLagMonitor
 from nyala.proto import common_pb2
-from nyala.rpc import Messenger, RpcOptions, RpcServer
+from nyala.rpc import Messenger, RpcOptions, RpcServer, tls
 from nyala.rpc.metrics import RpcMetrics
 from nyala.rpc.netfault import active_faults
 from nyala.server.fs import DataDir
@@ -67,10 +68,46 @@ class ServerOptions:
         "sampler does not run and /metrics is empty: the way to measure what metrics cost.",
         "advanced",
     )
+    rpc_certificate_file: str = setting(
+        "",
+        "PEM certificate this server presents on RPC connections; with it, every RPC connection in and "
+        "out of the server is TLS (1.2 or later) and plain TCP is refused.  Empty: no TLS.",
+    )
+    rpc_private_key_file: str = setting("", "PEM private key of rpc_certificate_file (required with it).")
+    rpc_ca_certificate_file: str = setting(
+        "",
+        "PEM certificates of the CAs this server trusts: it checks other servers' certificates (and their "
+        "addresses) against them, and client certificates when a client presents one.  Empty: the system CAs.",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.webserver_port < 65536:
             raise InvalidArgument(f"webserver_port must be 0 (disabled) to 65535, got {self.webserver_port}")
+        if bool(self.rpc_certificate_file) != bool(self.rpc_private_key_file):
+            raise InvalidArgument("rpc_certificate_file and rpc_private_key_file must be given together")
+        if self.rpc_ca_certificate_file and not self.rpc_certificate_file:
+            raise InvalidArgument("rpc_ca_certificate_file needs rpc_certificate_file (TLS is off without it)")
+
+    @property
+    def tls(self) -> bool:
+        """Whether this server's RPC connections are TLS."""
+        return bool(self.rpc_certificate_file)
+
+    def rpc_ssl_contexts(self) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+        """(server side, client side) TLS contexts of this server's RPC, or (None, None) without TLS.
+
+        The client side presents the server's own certificate, so a peer that requires client
+        certificates accepts it, and checks the peer's certificate and address against the CAs.
+        """
+        if not self.tls:
+            return None, None
+        ca = self.rpc_ca_certificate_file or None
+        try:
+            serving = tls.server_context(self.rpc_certificate_file, self.rpc_private_key_file, ca_file=ca)
+            calling = tls.client_context(ca, cert_file=self.rpc_certificate_file, key_file=self.rpc_private_key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidArgument(f"cannot load the RPC TLS certificate, key or CA files: {exc}") from exc
+        return serving, calling
 
 
 class ServerBase:
@@ -93,9 +130,10 @@ class ServerBase:
         if enabled:
             ProcessCollector(namespace="nyala", registry=self.metrics_registry)
         self.loop_lag = LoopLagMonitor(self.metrics_registry if enabled else None)
-        self.rpc = RpcServer(options.rpc, metrics=RpcMetrics(self.metrics_registry, enabled))
+        serving_tls, calling_tls = options.rpc_ssl_contexts()
+        self.rpc = RpcServer(options.rpc, serving_tls, metrics=RpcMetrics(self.metrics_registry, enabled))
         # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
-        self.messenger = Messenger(options.rpc, faults=active_faults())
+        self.messenger = Messenger(options.rpc, calling_tls, faults=active_faults())
         self.rpc.metrics.watch_connections(outbound=self.messenger.open_connections)
         self.apply_pool = ThreadPoolExecutor(options.apply_threads, thread_name_prefix=f"{self.kind}-apply")
         bind = parse_address(options.rpc_bind_address)

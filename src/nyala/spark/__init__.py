@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         write_rows,
     )
     from .jar import build_jar, columnar_jar
-    from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, parse_options
+    from .options import DEFAULT_MASTER, OPERATIONS, OPTION_HELP, NyalaOptions, TlsSettings, parse_options
     from .reader import NyalaReader
     from .session import (
         ARROW_BATCH_CONF,
@@ -87,6 +87,7 @@ _MODULE_OF: dict[str, str] = {
     "OPERATIONS": "options",
     "OPTION_HELP": "options",
     "NyalaOptions": "options",
+    "TlsSettings": "options",
     "parse_options": "options",
     "NyalaReader": "reader",
     "ARROW_BATCH_CONF": "session",
@@ -118,6 +119,7 @@ __all__ = [
     "NyalaReader",
     "NyalaWriter",
     "RowErrorsInTask",
+    "TlsSettings",
     "build_jar",
     "columnar_jar",
     "create_table",

@@ -147,7 +147,7 @@ def _predicates(request: Mapping[str, Any], table: Table, parsed: NyalaOptions) 
 
 
 def _open_table(options: NyalaOptions) -> Table:
-    return client_for(options.master, options.operation_timeout_ms).open_table(options.table)
+    return client_for(options.master, options.operation_timeout_ms, options.tls).open_table(options.table)
 
 
 def _schema(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,7 +163,7 @@ def _push(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def _plan(request: Mapping[str, Any]) -> dict[str, Any]:
     parsed = parse_options(request["options"])
-    client = client_for(parsed.master, parsed.operation_timeout_ms)
+    client = client_for(parsed.master, parsed.operation_timeout_ms, parsed.tls)
     table = client.open_table(parsed.table)
     check_read_schema(StructType.fromJson(json.loads(request["schema"])), table.schema, parsed.table)
     columns = [str(c) for c in request.get("columns", [])]

@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 from nyala.client import Partitioning, schema
 
 from ._clients import client_for
-from .options import DEFAULT_MASTER
+from .options import DEFAULT_MASTER, TlsSettings
 from .source import NyalaDataSource, NyalaPythonDataSource
 from .typemap import nyala_columns
 
@@ -70,6 +70,7 @@ def create_table(
     master: str = DEFAULT_MASTER,
     num_replicas: int = 3,
     not_null: Sequence[str] = (),
+    tls: TlsSettings | None = None,
 ) -> None:
     """Create Nyala table ``name`` with the columns of ``spark_schema`` and ``key_columns`` as its key.
 
@@ -77,11 +78,12 @@ def create_table(
     column that has none); key columns move to the front and become non-null, and so do the
     columns named in ``not_null`` (Spark marks every column read from Parquet nullable, so the
     schema of such a DataFrame cannot say NOT NULL itself).  ``partitioning`` is a
-    :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.
+    :class:`nyala.client.Partitioning` (hash levels and ranges); None means one tablet.  ``tls``
+    reaches a cluster whose RPC is TLS (the ``nyala.tls*`` options of reads and writes).
     """
     keys = list(key_columns)
     table_schema = schema(nyala_columns(spark_schema, keys, not_null), primary_key=keys)
-    client = client_for(master)
+    client = client_for(master, tls=tls)
     client.create_table(name, table_schema, partitioning, num_replicas=num_replicas)
 
 
@@ -97,21 +99,30 @@ def write_rows(df: DataFrame, table: str, operation: str, *, master: str = DEFAU
     writer.save()
 
 
-def insert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_duplicates: bool = False) -> None:
-    """Insert every row; a duplicate key fails the task unless ``ignore_duplicates`` (INSERT_IGNORE)."""
-    write_rows(df, table, "insert_ignore" if ignore_duplicates else "insert", master=master)
+def insert_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_duplicates: bool = False, **options: str
+) -> None:
+    """Insert every row; a duplicate key fails the task unless ``ignore_duplicates`` (INSERT_IGNORE).
+
+    ``options`` here and in the helpers below are extra options as in :func:`write_rows`.
+    """
+    write_rows(df, table, "insert_ignore" if ignore_duplicates else "insert", master=master, **options)
 
 
-def upsert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER) -> None:
+def upsert_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, **options: str) -> None:
     """Insert rows whose key is new and update the given columns of the others."""
-    write_rows(df, table, "upsert", master=master)
+    write_rows(df, table, "upsert", master=master, **options)
 
 
-def update_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+def update_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False, **options: str
+) -> None:
     """Update the given columns; a missing key fails the task unless ``ignore_missing`` (UPDATE_IGNORE)."""
-    write_rows(df, table, "update_ignore" if ignore_missing else "update", master=master)
+    write_rows(df, table, "update_ignore" if ignore_missing else "update", master=master, **options)
 
 
-def delete_rows(df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False) -> None:
+def delete_rows(
+    df: DataFrame, table: str, *, master: str = DEFAULT_MASTER, ignore_missing: bool = False, **options: str
+) -> None:
     """Delete the rows with the keys of ``df`` (other columns are ignored); see ``ignore_missing``."""
-    write_rows(df, table, "delete_ignore" if ignore_missing else "delete", master=master)
+    write_rows(df, table, "delete_ignore" if ignore_missing else "delete", master=master, **options)

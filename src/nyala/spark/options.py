@@ -10,12 +10,14 @@ small frozen dataclass that is pickled into every task.
 from __future__ import annotations
 
 import dataclasses
+import os
+import ssl
 from collections.abc import Mapping
 
 from nyala.errors import InvalidArgument
 from nyala.schema import OpType
 
-__all__ = ["DEFAULT_MASTER", "OPERATIONS", "OPTION_HELP", "NyalaOptions", "parse_options"]
+__all__ = ["DEFAULT_MASTER", "OPERATIONS", "OPTION_HELP", "NyalaOptions", "TlsSettings", "parse_options"]
 
 #: Where ``nyala local-cluster start`` puts its first master.
 DEFAULT_MASTER = "127.0.0.1:7051"
@@ -59,6 +61,11 @@ OPTION_HELP: dict[str, tuple[str, str]] = {
     ),
     "nyala.writeBufferBytes": ("7340032", "Bytes a task's write session buffers (Kudu's mutation buffer)."),
     "nyala.useDriverMetadata": ("true", "Accepted for kudu-spark compatibility: tokens always carry the metadata."),
+    "nyala.tls": ("false", "TLS to every master and tablet server (on by itself when a TLS file below is given)."),
+    "nyala.tlsCaFile": ("unset", "PEM file of the CAs to trust (TLS on); unset: the system's CAs."),
+    "nyala.tlsCertFile": ("unset", "PEM client certificate to present, for servers that check one (TLS on)."),
+    "nyala.tlsKeyFile": ("unset", "PEM private key (PKCS#8) of nyala.tlsCertFile, when not in that file."),
+    "nyala.tlsCheckHostname": ("true", "Check each server's address against its certificate's names."),
 }
 
 #: kudu-spark options Nyala knows but does not offer, with the reason given to the user.
@@ -73,7 +80,7 @@ UNSUPPORTED: dict[str, str] = {
     "nyala.handleSchemaDrift": "alter the table with nyala.connect(...).alter_table first",
     "nyala.saslProtocolName": "Nyala has no SASL/Kerberos authentication",
     "nyala.requireAuthentication": "Nyala has no SASL/Kerberos authentication",
-    "nyala.encryptionPolicy": "Nyala's client does not take TLS settings through Spark options yet",
+    "nyala.encryptionPolicy": "TLS is on with nyala.tls, nyala.tlsCaFile or nyala.tlsCertFile, off otherwise",
 }
 
 #: Keys Spark itself adds for catalog tables (seen by DataSource.schema() only); never ours.
@@ -81,6 +88,27 @@ SPARK_CATALOG_KEYS = frozenset({"provider", "owner", "location", "comment", "ext
 
 _KNOWN = {name.lower(): name for name in OPTION_HELP}
 _UNSUPPORTED = {name.lower(): name for name in UNSUPPORTED}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """How to reach a cluster whose RPC is TLS: the CA file, the client certificate, the name check.
+
+    The same settings reach both read paths: the Python client builds its ``ssl`` context
+    from them (:meth:`ssl_context`), the columnar JVM reader its ``SSLContext``.
+    """
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    check_hostname: bool = True
+
+    def ssl_context(self) -> ssl.SSLContext:
+        from nyala.rpc.tls import client_context
+
+        return client_context(
+            self.ca_file, cert_file=self.cert_file, key_file=self.key_file, check_hostname=self.check_hostname
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,6 +128,7 @@ class NyalaOptions:
     split_size_bytes: int | None = None
     combine_size_bytes: int = DEFAULT_COMBINE_SIZE_BYTES
     write_buffer_bytes: int | None = None
+    tls: TlsSettings | None = None
 
     @property
     def operation_name(self) -> str:
@@ -145,7 +174,41 @@ def parse_options(options: Mapping[str, str], *, require_table: bool = True) -> 
         split_size_bytes=_positive(values, "nyala.splitSizeBytes"),
         combine_size_bytes=_non_negative(values, "nyala.combineSizeBytes", DEFAULT_COMBINE_SIZE_BYTES),
         write_buffer_bytes=_positive(values, "nyala.writeBufferBytes"),
+        tls=_tls(values),
     )
+
+
+def _tls(values: Mapping[str, str]) -> TlsSettings | None:
+    """The TLS settings, each file checked readable and loadable here, on the driver."""
+    files = {
+        name: values.get(name, "").strip() or None
+        for name in ("nyala.tlsCaFile", "nyala.tlsCertFile", "nyala.tlsKeyFile")
+    }
+    check_hostname = _bool(values, "nyala.tlsCheckHostname", True)
+    if (
+        not _bool(values, "nyala.tls", False)
+        and files["nyala.tlsCaFile"] is None
+        and files["nyala.tlsCertFile"] is None
+    ):
+        if files["nyala.tlsKeyFile"] is not None:
+            raise InvalidArgument("option 'nyala.tlsKeyFile' needs 'nyala.tlsCertFile' (the certificate of that key)")
+        return None
+    if files["nyala.tlsKeyFile"] is not None and files["nyala.tlsCertFile"] is None:
+        raise InvalidArgument("option 'nyala.tlsKeyFile' needs 'nyala.tlsCertFile' (the certificate of that key)")
+    for name, path in files.items():
+        if path is not None and not os.access(path, os.R_OK):
+            raise InvalidArgument(f"option {name!r}: cannot read the file {path!r}")
+    settings = TlsSettings(
+        files["nyala.tlsCaFile"], files["nyala.tlsCertFile"], files["nyala.tlsKeyFile"], check_hostname
+    )
+    try:
+        settings.ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidArgument(
+            f"the TLS options do not load (nyala.tlsCaFile {settings.ca_file!r}, nyala.tlsCertFile "
+            f"{settings.cert_file!r}, nyala.tlsKeyFile {settings.key_file!r}): {exc}"
+        ) from None
+    return settings
 
 
 def _unknown_message(key: str) -> str:

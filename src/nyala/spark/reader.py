@@ -97,7 +97,7 @@ class NyalaReader(DataSourceReader):
         return rejected
 
     def partitions(self) -> Sequence[InputPartition]:
-        client = client_for(self.options.master, self.options.operation_timeout_ms)
+        client = client_for(self.options.master, self.options.operation_timeout_ms, self.options.tls)
         table = client.open_table(self.options.table)
         tokens = self.scan_tokens(table)
         if self.options.split_size_bytes is not None:
@@ -122,7 +122,7 @@ class NyalaReader(DataSourceReader):
         for serialized in partition.value:
             token = ScanToken.deserialize(serialized)
             # Lazy: the token carries all a scan needs, so the masters are not even looked for.
-            client = client_for(token.master_addresses, self.options.operation_timeout_ms, lazy=True)
+            client = client_for(token.master_addresses, self.options.operation_timeout_ms, self.options.tls, lazy=True)
             scanner = client.scanner_from_token(token)
             with scanner:
                 for batch in scanner:

@@ -36,7 +36,7 @@ class NyalaDataSource(DataSource):
     def _table_schema(self, options: NyalaOptions) -> Schema:
         from ._clients import client_for
 
-        client = client_for(options.master, options.operation_timeout_ms)
+        client = client_for(options.master, options.operation_timeout_ms, options.tls)
         return client.open_table(options.table).schema
 
     def schema(self) -> StructType:

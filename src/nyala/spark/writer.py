@@ -93,7 +93,7 @@ class NyalaWriter(DataSourceArrowWriter):
         from ._clients import client_for
 
         context = TaskContext.get()
-        client = client_for(self.options.master, self.options.operation_timeout_ms)
+        client = client_for(self.options.master, self.options.operation_timeout_ms, self.options.tls)
         table = client.open_table(self.options.table)
         session = table.new_session(FlushMode.AUTO_FLUSH_BACKGROUND, buffer_bytes=self.options.write_buffer_bytes)
         rows = 0

@@ -43,6 +43,7 @@ import os
 import random
 import shlex
 import shutil
+import ssl
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -55,6 +56,7 @@ from nyala.placement import validate_location
 from nyala.proto import rpc_pb2
 from nyala.rpc import PING, Messenger
 from nyala.rpc.loop import run
+from nyala.rpc.tls import client_context
 from nyala.server.fs import ServerStatus
 from nyala.testing.partitions import NetworkPartitions
 from nyala.testing.process import ServerProcess, pid_alive, stop_pid
@@ -145,6 +147,13 @@ class MiniClusterOptions:
     #: Serve the web pages and metrics (RPC port + WEB_PORT_OFFSET); False starts every
     #: server with ``--webserver-port 0``.
     webserver: bool = True
+    #: TLS on every RPC connection (``--rpc-certificate-file`` and friends of every server): one
+    #: PEM certificate and key for all the servers, valid for each of their addresses, and the
+    #: CA that signed it.  Empty: plain TCP.  :meth:`MiniCluster.client_ssl_context` is what a
+    #: client of such a cluster needs.
+    rpc_certificate_file: str = ""
+    rpc_private_key_file: str = ""
+    rpc_ca_certificate_file: str = ""
 
     @property
     def storage_threads(self) -> int:
@@ -345,6 +354,10 @@ class MiniCluster:
             argv += ["--no-auto-rebalancing-enabled"]
         if kind == "tserver":
             argv += ["--storage-threads", str(o.storage_threads)]
+        if o.rpc_certificate_file:
+            argv += ["--rpc-certificate-file", o.rpc_certificate_file, "--rpc-private-key-file", o.rpc_private_key_file]
+        if o.rpc_ca_certificate_file:
+            argv += ["--rpc-ca-certificate-file", o.rpc_ca_certificate_file]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -372,9 +385,20 @@ class MiniCluster:
 
         def ready() -> bool:
             status = ServerStatus.read(server.data_dir)
-            return status is not None and status.pid == server.process.pid and _pings(server.address)
+            return (
+                status is not None
+                and status.pid == server.process.pid
+                and _pings(server.address, self.client_ssl_context())
+            )
 
         server.process.wait_ready(ready, timeout_s=self.options.start_timeout_s, poll_s=0.05)
+
+    def client_ssl_context(self) -> ssl.SSLContext | None:
+        """What a client of this cluster passes as ``ssl_context``: None unless its RPC is TLS."""
+        o = self.options
+        if not o.rpc_certificate_file:
+            return None
+        return client_context(o.rpc_ca_certificate_file or None)
 
     def stop(self) -> None:
         """Stop every server (SIGTERM, then SIGKILL for any that hang), also ones started by another process."""
@@ -574,9 +598,9 @@ def _names(servers: ClusterServer | Sequence[ClusterServer]) -> list[str]:
     return [s.process.name for s in chosen]
 
 
-def _pings(address: HostPort) -> bool:
+def _pings(address: HostPort, ssl_context: ssl.SSLContext | None = None) -> bool:
     async def ping() -> bool:
-        messenger = Messenger()
+        messenger = Messenger(ssl_context=ssl_context)
         try:
             await messenger.call(address, PING, rpc_pb2.PingRequest(), timeout=1.0)
             return True

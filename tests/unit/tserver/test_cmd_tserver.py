@@ -76,3 +76,39 @@ def test_the_fetches_a_tablet_copy_keeps_in_flight_reach_the_tablet_server(
     assert CliRunner().invoke(main, base).exit_code == 0
     assert [o.tablet_copy_download_threads_nums_per_session for o in seen] == [8, 4]
     assert CliRunner().invoke(main, [*base, "--tablet-copy-download-threads-nums-per-session", "0"]).exit_code == 2
+
+
+def test_the_rpc_tls_flags_reach_the_tablet_server_and_go_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[TabletServerOptions] = []
+
+    async def serve(options: TabletServerOptions) -> None:
+        seen.append(options)
+
+    monkeypatch.setattr(cmd_tserver, "_serve", serve)
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    cert.write_text("PEM")
+    key.write_text("PEM")
+    base = ["tserver", "start", "--fs-data-dir", str(tmp_path / "ts")]
+    assert CliRunner().invoke(main, base).exit_code == 0
+    tls = [
+        "--rpc-certificate-file",
+        str(cert),
+        "--rpc-private-key-file",
+        str(key),
+        "--rpc-ca-certificate-file",
+        str(cert),
+    ]
+    assert CliRunner().invoke(main, [*base, *tls]).exit_code == 0
+    assert [(o.tls, o.rpc_certificate_file, o.rpc_private_key_file, o.rpc_ca_certificate_file) for o in seen] == [
+        (False, "", "", ""),
+        (True, str(cert), str(key), str(cert)),
+    ]
+    alone = CliRunner().invoke(main, [*base, "--rpc-certificate-file", str(cert)])
+    assert alone.exit_code == 1
+    assert "rpc_certificate_file and rpc_private_key_file must be given together" in alone.output
+    missing = CliRunner().invoke(main, [*base, "--rpc-ca-certificate-file", str(tmp_path / "nope.crt")])
+    assert missing.exit_code == 2
+    assert "--rpc-ca-certificate-file" in missing.output
+    assert len(seen) == 2

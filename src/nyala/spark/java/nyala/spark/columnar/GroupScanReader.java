@@ -10,12 +10,14 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class GroupScanReader implements PartitionReader<ColumnarBatch> {
   private final NyalaGroupPartition group;
   private final StructType required;
+  private final RpcTls tls;
   private int next;
   private TabletScanReader current;
 
-  GroupScanReader(NyalaGroupPartition group, StructType required) {
+  GroupScanReader(NyalaGroupPartition group, StructType required, RpcTls tls) {
     this.group = group;
     this.required = required;
+    this.tls = tls;
   }
 
   @Override
@@ -25,7 +27,7 @@ final class GroupScanReader implements PartitionReader<ColumnarBatch> {
         if (next == group.tablets.length) {
           return false;
         }
-        current = new TabletScanReader(group.tablets[next++], required);
+        current = new TabletScanReader(group.tablets[next++], required, tls);
       }
       if (current.next()) {
         return true;

@@ -11,9 +11,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class NyalaReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
   private final StructType required;
+  /** TLS settings of every connection to the tablet servers (null: plain TCP). */
+  private final RpcTls tls;
 
-  NyalaReaderFactory(StructType required) {
+  NyalaReaderFactory(StructType required, RpcTls tls) {
     this.required = required;
+    this.tls = tls;
   }
 
   @Override
@@ -29,8 +32,8 @@ final class NyalaReaderFactory implements PartitionReaderFactory {
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
     if (partition instanceof NyalaGroupPartition group) {
-      return new GroupScanReader(group, required);
+      return new GroupScanReader(group, required, tls);
     }
-    return new TabletScanReader((NyalaInputPartition) partition, required);
+    return new TabletScanReader((NyalaInputPartition) partition, required, tls);
   }
 }

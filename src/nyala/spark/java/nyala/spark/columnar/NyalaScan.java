@@ -52,6 +52,6 @@ final class NyalaScan implements Scan, Batch {
 
   @Override
   public PartitionReaderFactory createReaderFactory() {
-    return new NyalaReaderFactory(required);
+    return new NyalaReaderFactory(required, RpcTls.fromOptions(options));
   }
 }

@@ -15,7 +15,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>A frame is {@code u32 frame_len, u32 header_len}, the header, the protobuf body and the
  * sidecars, each sidecar starting at a multiple of 64 bytes from the header's start. The whole
- * response frame is read into one array; sidecar 0 of a Scan answer is the Arrow IPC stream.
+ * response frame is read into one array; sidecar 0 of a Scan answer is the Arrow IPC stream. On a
+ * cluster whose RPC is TLS the socket is a TLS session ({@link RpcTls}) and the framing is the same.
  */
 final class RpcConnection implements Closeable {
   static final byte[] PREAMBLE = {'N', 'Y', 'R', 'P', 'C', 0, 0, 1};
@@ -71,6 +72,11 @@ final class RpcConnection implements Closeable {
   }
 
   RpcConnection(String address, int connectTimeoutMs) throws IOException {
+    this(address, connectTimeoutMs, null);
+  }
+
+  /** With {@code tls} (null: plain TCP), the whole connection is a TLS session, the preamble included. */
+  RpcConnection(String address, int connectTimeoutMs, RpcTls tls) throws IOException {
     this.address = address;
     int colon = address.lastIndexOf(':');
     if (colon < 0) {
@@ -78,10 +84,16 @@ final class RpcConnection implements Closeable {
     }
     String host = address.substring(0, colon).replace("[", "").replace("]", "");
     int port = Integer.parseInt(address.substring(colon + 1));
-    socket = new Socket();
-    socket.setTcpNoDelay(true);
-    socket.setReceiveBufferSize(4 * 1024 * 1024);
-    socket.connect(new InetSocketAddress(host, port), connectTimeoutMs);
+    Socket plain = new Socket();
+    plain.setTcpNoDelay(true);
+    plain.setReceiveBufferSize(4 * 1024 * 1024);
+    try {
+      plain.connect(new InetSocketAddress(host, port), connectTimeoutMs);
+      socket = tls == null ? plain : tls.wrap(plain, host, port, address, connectTimeoutMs);
+    } catch (IOException e) {
+      plain.close();
+      throw e;
+    }
     in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 256 * 1024));
     out = socket.getOutputStream();
     out.write(PREAMBLE);

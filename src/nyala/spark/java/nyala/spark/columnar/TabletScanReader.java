@@ -56,6 +56,8 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private Integer preferred;
   private int server = -1;
   private RpcConnection connection;
+  /** TLS settings of the connections (null: plain TCP). */
+  private final RpcTls tls;
   private byte[] scannerId;
   private int callSeqId;
   private byte[] lastKey;
@@ -67,8 +69,9 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private final List<ValueVector> decoded = new ArrayList<>();
   private ColumnarBatch batch;
 
-  TabletScanReader(NyalaInputPartition partition, StructType required) {
+  TabletScanReader(NyalaInputPartition partition, StructType required, RpcTls tls) {
     this.partition = partition;
+    this.tls = tls;
     this.required = required;
     this.allocator = ROOT.newChildAllocator("nyala-scan-" + partition.tabletId, 0, Long.MAX_VALUE);
     this.order = replicaOrder(partition);
@@ -222,6 +225,9 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
           || code == RpcConnection.NOT_THE_LEADER
           || (code == RpcConnection.INVALID_ARGUMENT && partition.ordered && !opening);
     }
+    if (error instanceof RpcTls.TlsError) {
+      replicaFailure = false; // every replica presents a certificate from the same CA: no retry helps
+    }
     String where = "scan of tablet " + partition.tabletId + " on " + (connection == null ? "?" : connection.address);
     if (!replicaFailure) {
       throw new IOException(where + ": " + error.getMessage(), error);
@@ -283,7 +289,7 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
   private void connect(int replica) throws IOException {
     closeConnection();
     server = replica;
-    connection = new RpcConnection(addresses.get(replica), CONNECT_TIMEOUT_MS);
+    connection = new RpcConnection(addresses.get(replica), CONNECT_TIMEOUT_MS, tls);
   }
 
   /** LEADER_ONLY: the leader first. CLOSEST_REPLICA: replicas on this host first, in random order. */
