@@ -57,7 +57,7 @@ from nyala.rpc import PING, Messenger
 from nyala.rpc.loop import run
 from nyala.server.fs import ServerStatus
 from nyala.testing.partitions import NetworkPartitions
-from nyala.testing.process import ServerProcess, pid_alive, stop_pid
+from nyala.testing.process import ServerProcess, pid_alive, stop_all, stop_pids
 
 __all__ = ["ClusterServer", "MiniCluster", "MiniClusterOptions", "parse_locations"]
 
@@ -377,14 +377,15 @@ class MiniCluster:
         server.process.wait_ready(ready, timeout_s=self.options.start_timeout_s, poll_s=0.05)
 
     def stop(self) -> None:
-        """Stop every server (SIGTERM, then SIGKILL for any that hang), also ones started by another process."""
-        for server in [*self.tservers, *self.masters]:
-            if server.process.running:
-                server.process.stop()
-            else:
-                status = ServerStatus.read(server.data_dir)
-                if status is not None:
-                    stop_pid(status.pid)
+        """Stop every server (SIGTERM, then SIGKILL for any that hang), also ones started by another process.
+
+        Every server is asked at once and then waited for, so stopping a cluster takes about as
+        long as its slowest server's stop, not the sum of them.
+        """
+        servers = [*self.tservers, *self.masters]
+        others = [ServerStatus.read(s.data_dir) for s in servers if not s.process.running]
+        stop_all([s.process for s in servers])
+        stop_pids([status.pid for status in others if status is not None])
 
     def running(self, server: ClusterServer) -> bool:
         """Whether ``server`` runs, whichever process started it."""
