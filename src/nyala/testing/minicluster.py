@@ -427,12 +427,18 @@ class MiniCluster:
         """SIGKILL, as in a crash or a power cut of that process."""
         server.process.kill()
 
-    def restart(self, server: ClusterServer) -> None:
-        """Start a stopped or killed server again from its data directory and wait until ready."""
-        if server.process.running:
-            server.process.stop()
-        server.process.start()
-        self.wait_ready(server)
+    def restart(self, *servers: ClusterServer) -> None:
+        """Start stopped or killed servers again from their data directories and wait until ready.
+
+        Several servers (a whole location back from an outage, a cluster after a power cut) are
+        all stopped and started first and waited for afterwards, as they would come back
+        together, and in about the time of one start.
+        """
+        stop_all([s.process for s in servers if s.process.running])
+        for server in servers:
+            server.process.start()
+        for server in servers:
+            self.wait_ready(server)
 
     def pause(self, server: ClusterServer) -> None:
         server.process.pause()
