@@ -77,8 +77,7 @@ def test_a_location_back_from_an_outage_is_used_again_without_a_cli_call(tmp_pat
         # Best effort: three voters in two locations, so one of them holds two.
         assert all("/c" not in locs for locs in per_location(degraded).values()), degraded
 
-        for server in lost:
-            cluster.restart(server)
+        cluster.restart(*lost)
         healed = wait_for(policy_met, what="the policy restored by the master alone", timeout_s=90)
         assert {u for replicas in healed.values() for u, _, _ in replicas} & gone, healed
         master_log = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("master-*.log"))

@@ -38,8 +38,7 @@ def test_every_process_restarted_brings_every_row_and_table_back(cluster: MiniCl
         assert table.insert(rows) == []
     for server in [*cluster.tservers, *cluster.masters]:
         cluster.kill(server)  # every process at once, as in a power cut of the whole cluster
-    for server in [*cluster.masters, *cluster.tservers]:
-        cluster.restart(server)
+    cluster.restart(*cluster.masters, *cluster.tservers)
     with nyala.connect(cluster.master_addresses_flag) as client:
         assert "survivor" in client.list_tables()
         table = client.open_table("survivor")

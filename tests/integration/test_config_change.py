@@ -415,5 +415,4 @@ def test_remote_replica_list_and_unsafe_change_config(cluster: MiniCluster, clie
         assert tablet.table.insert([{"id": 1000, "v": "after"}]) == []
         assert tablet.table.count(read_mode=ReadMode.READ_YOUR_WRITES) == 51
     finally:
-        for server in stopped:
-            cluster.restart(server)
+        cluster.restart(*stopped)

@@ -178,8 +178,7 @@ def test_a_lost_location_is_re_replicated_and_its_stale_replicas_tombstoned_on_r
         assert any(lost_location in w and "unreachable" in w for w in warnings), warnings
         assert not any("placement policy violated" in w for w in warnings), warnings
 
-        for server in lost:
-            cluster.restart(server)
+        cluster.restart(*lost)
         for server in lost:
             wait_tombstoned(client, server, hosted[server.uuid], f"the stale replicas on {server.uuid} tombstoned")
 

@@ -35,7 +35,7 @@ from nyala.rpc.loop import loop_factory
 from nyala.schema import ColumnSchema, OpType, Partition, Partitioner, PartitionSchema, Schema, make_row_operations
 from nyala.server.fs import ServerStatus
 from nyala.services import GET_CONSENSUS_STATE, SCAN, TS_HEARTBEAT, WRITE
-from nyala.testing.process import ServerProcess
+from nyala.testing.process import ServerProcess, stop_all
 from nyala.testing.wait import wait_for
 from nyala.tserver.tablet import config_to_pb
 
@@ -148,8 +148,7 @@ class TabletServers:
         self.processes[i].kill()
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes)
 
     def index_of(self, uuid: str) -> int:
         return self.uuids.index(uuid)

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from nyala.testing.process import ProcessError, ServerProcess, kill_all, running_pids
+from nyala.testing.process import (
+    ProcessError,
+    ServerProcess,
+    kill_all,
+    pid_alive,
+    running_pids,
+    stop_all,
+    stop_pids,
+)
 from nyala.testing.wait import wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -91,6 +99,92 @@ def test_kill_all_leaves_nothing_running(tmp_path: Path) -> None:
     kill_all()
     assert not any(p.running for p in procs)
     assert running_pids() == []
+
+
+# A server that, asked to stop, notes it and exits cleanly only once every one of its siblings
+# has been asked too: stopped one after the other, the first would wait for ever.
+SIBLING_SERVER = """
+import pathlib, signal, sys, time
+me, siblings = pathlib.Path(sys.argv[1]), [pathlib.Path(p) for p in sys.argv[2:]]
+asked = False
+def on_term(signum, frame):
+    global asked
+    asked = True
+signal.signal(signal.SIGTERM, on_term)
+me.with_suffix(".ready").write_text("ready")
+while not asked:
+    time.sleep(0.01)
+me.write_text("asked")
+while not all(p.exists() for p in siblings):
+    time.sleep(0.01)
+sys.exit(0)
+"""
+
+
+def test_stop_all_asks_every_process_before_waiting_for_any(tmp_path: Path) -> None:
+    marks = [tmp_path / f"asked-{i}" for i in range(3)]
+    procs = [
+        ServerProcess(
+            f"s{i}", [sys.executable, "-c", SIBLING_SERVER, str(mark), *map(str, marks)], tmp_path / f"{i}.log"
+        )
+        for i, mark in enumerate(marks)
+    ]
+    try:
+        for p in procs:
+            p.start()
+        for p, mark in zip(procs, marks, strict=True):
+            p.wait_ready(mark.with_suffix(".ready").exists)
+        procs[1].pause()
+        stop_all(procs, timeout_s=30)
+        # Exit status 0: each saw every sibling asked, so none needed the SIGKILL after the timeout;
+        # the paused one was resumed to act on its SIGTERM.
+        assert [p.returncode for p in procs] == [0, 0, 0]
+        assert not any(p.running or p.paused for p in procs)
+        assert not set(running_pids()) & {p.pid for p in procs}
+    finally:
+        kill_all()
+
+
+def test_stop_all_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
+    stubborn = (
+        "import pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "pathlib.Path(sys.argv[1]).write_text('ready')\n"
+        "while True: time.sleep(0.01)"
+    )
+    ready = tmp_path / "ready"
+    proc = ServerProcess("stubborn", [sys.executable, "-c", stubborn, str(ready)], tmp_path / "s.log")
+    try:
+        proc.start()
+        proc.wait_ready(ready.exists)
+        stop_all([proc], timeout_s=0.5)
+        assert proc.returncode == -9
+        assert proc.pid not in running_pids()
+    finally:
+        kill_all()
+
+
+def test_stop_pids_stops_processes_this_one_does_not_own(tmp_path: Path) -> None:
+    procs = [
+        ServerProcess(
+            f"d{i}", [sys.executable, "-c", SERVER, str(tmp_path / f"r{i}")], tmp_path / f"{i}.log", owned=False
+        )
+        for i in range(2)
+    ]
+    try:
+        for i, p in enumerate(procs):
+            p.start()
+            p.wait_ready((tmp_path / f"r{i}").exists)
+        procs[0].pause()
+        pids = [p.pid for p in procs]
+        assert all(pid is not None and pid_alive(pid) for pid in pids)
+        stop_pids([pid for pid in pids if pid is not None], timeout_s=30)
+        assert not any(pid is not None and pid_alive(pid) for pid in pids)
+        assert [p._proc.wait(timeout=30) if p._proc else None for p in procs] == [-15, -15]
+    finally:
+        for p in procs:
+            if p.running:
+                p.kill()
 
 
 # A server holding the lifeline like Nyala's own: it reports whether it got one, and answers
