@@ -36,13 +36,13 @@ $(JAR): $(JAVA_SOURCES) $(VENV)/.stamp-test
 jar: $(JAR)
 
 # Two workers: most tests wait on real processes (elections, heartbeats, failure timeouts) and
-# leave a core idle, so two test files at a time finish sooner on two cores.  Each file (and the
-# whole Spark tier) is one group that runs on one worker (tests/conftest.py).  TEST_WORKERS=0
+# leave a core idle, so two test files at a time finish sooner on two cores.  Each file runs on one worker, in
+# file order (--dist loadfile), so module-scoped clusters start once.  TEST_WORKERS=0
 # runs everything in this one process.
 TEST_WORKERS ?= 2
 
 test: lint typecheck jar
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check src tests bench demo
