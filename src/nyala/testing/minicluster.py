@@ -43,6 +43,7 @@ import os
 import random
 import shlex
 import shutil
+import socket
 import ssl
 import sys
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,28 @@ CLUSTER_FILE = "cluster.json"
 MAPPING_SCRIPT = "location-mapping.sh"
 MASTER_PORT = 7051
 TSERVER_PORT = 7050
+#: The system's randomness, not the module's: a test that seeds ``random`` would give every
+#: cluster started after it, in every test process, the same block.
+_BLOCKS = random.SystemRandom()
+
+
+def _free_block() -> tuple[int, int]:
+    """A random 127.a.b block whose first master address is free.
+
+    Two clusters on one block would not fail outright: the second's servers cannot bind, but
+    its readiness pings reach the first's, and stopping either takes the other's servers away
+    (seen with two test processes at once)."""
+    for _ in range(32):
+        a, b = _BLOCKS.randrange(1, 255), _BLOCKS.randrange(1, 255)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((f"127.{a}.{b}.1", MASTER_PORT))
+            except OSError:
+                continue  # a cluster (or anything else) holds it
+        return a, b
+    raise InvalidArgument("no free 127.a.b block for a mini cluster after 32 tries")
+
+
 #: Where clients on this machine connect from (the kernel's source address on loopback).
 CLIENT_HOST = "127.0.0.1"
 MAX_TSERVERS_PER_LOCATION = 100
@@ -225,7 +248,7 @@ class MiniCluster:
                 raise InvalidArgument("a mini cluster has at most 240 locations")
             options = replace(options, num_tservers=sum(n for _, n in options.locations))
         self.options = options
-        a, b = self.options.ip_block or (random.randrange(1, 255), random.randrange(1, 255))
+        a, b = self.options.ip_block or _free_block()
         self._ip_prefix = f"127.{a}.{b}"
         #: Extra host -> location entries of the mapping script (see :meth:`map_host`).
         self.extra_mappings: dict[str, str] = {}
