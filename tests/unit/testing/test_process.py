@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -13,7 +14,6 @@ import pytest
 from nyala.testing.process import (
     ProcessError,
     ServerProcess,
-    kill_all,
     pid_alive,
     running_pids,
     stop_all,
@@ -22,6 +22,14 @@ from nyala.testing.process import (
 from nyala.testing.wait import wait_for
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def _kill(procs: list[ServerProcess]) -> None:
+    """Kill a test's own processes (never ``kill_all``: the test process may hold others)."""
+    for proc in procs:
+        if proc.running:
+            proc.kill()
+
 
 SERVER = """
 import pathlib, sys, time
@@ -91,14 +99,26 @@ def test_a_process_that_dies_at_startup_is_reported_with_its_log(tmp_path: Path)
 
 
 def test_kill_all_leaves_nothing_running(tmp_path: Path) -> None:
-    procs = [ServerProcess(f"p{i}", [sys.executable, "-c", SERVER, str(tmp_path / f"r{i}")], tmp_path / f"{i}.log")
-             for i in range(3)]  # fmt: skip
-    for p in procs:
-        p.start()
-    assert set(running_pids()) >= {p.pid for p in procs}
-    kill_all()
-    assert not any(p.running for p in procs)
-    assert running_pids() == []
+    # In a process of its own: kill_all kills every server this process started, and a test
+    # process may hold servers of other tests (a session-scoped cluster) at the same time.
+    script = f"""
+import sys
+from pathlib import Path
+from nyala.testing.process import ServerProcess, kill_all, running_pids
+root = Path({str(tmp_path)!r})
+procs = [ServerProcess(f"p{{i}}", [sys.executable, "-c", {SERVER!r}, str(root / f"r{{i}}")], root / f"{{i}}.log")
+         for i in range(3)]
+for p in procs:
+    p.start()
+assert set(running_pids()) >= {{p.pid for p in procs}}
+kill_all()
+assert not any(p.running for p in procs)
+assert running_pids() == []
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 # A server that, asked to stop, notes it and exits cleanly only once every one of its siblings
@@ -142,7 +162,7 @@ def test_stop_all_asks_every_process_before_waiting_for_any(tmp_path: Path) -> N
         assert not any(p.running or p.paused for p in procs)
         assert not set(running_pids()) & {p.pid for p in procs}
     finally:
-        kill_all()
+        _kill(procs)
 
 
 def test_stop_all_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
@@ -161,7 +181,7 @@ def test_stop_all_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
         assert proc.returncode == -9
         assert proc.pid not in running_pids()
     finally:
-        kill_all()
+        _kill([proc])
 
 
 def test_stop_pids_stops_processes_this_one_does_not_own(tmp_path: Path) -> None:
