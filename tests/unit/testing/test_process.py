@@ -122,21 +122,24 @@ print("ok")
 
 
 # A server that, asked to stop, notes it and exits cleanly only once every one of its siblings
-# has been asked too: stopped one after the other, the first would wait for ever.
+# has been asked too: stopped one after the other, the first would wait for ever (it gives up
+# after 60 s with status 3).  Signals instead of polling: SIGTERM and SIGUSR1 are blocked, so
+# one that arrives early stays pending until ``sigwait`` takes it; each server, once asked,
+# sends SIGUSR1 to its siblings (their PIDs are in their ready files) to have them look again.
 SIBLING_SERVER = """
-import pathlib, signal, sys, time
+import os, pathlib, signal, sys, time
 me, siblings = pathlib.Path(sys.argv[1]), [pathlib.Path(p) for p in sys.argv[2:]]
-asked = False
-def on_term(signum, frame):
-    global asked
-    asked = True
-signal.signal(signal.SIGTERM, on_term)
-me.with_suffix(".ready").write_text("ready")
-while not asked:
-    time.sleep(0.01)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
+me.with_suffix(".ready").write_text(str(os.getpid()))
+signal.sigwait({signal.SIGTERM})
 me.write_text("asked")
+for sibling in siblings:
+    if sibling != me:
+        os.kill(int(sibling.with_suffix(".ready").read_text()), signal.SIGUSR1)
+deadline = time.monotonic() + 60
 while not all(p.exists() for p in siblings):
-    time.sleep(0.01)
+    if signal.sigtimedwait({signal.SIGUSR1}, max(0.0, deadline - time.monotonic())) is None:
+        sys.exit(3)
 sys.exit(0)
 """
 
@@ -170,7 +173,7 @@ def test_stop_all_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> None:
         "import pathlib, signal, sys, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "pathlib.Path(sys.argv[1]).write_text('ready')\n"
-        "while True: time.sleep(0.01)"
+        "while True: signal.pause()"
     )
     ready = tmp_path / "ready"
     proc = ServerProcess("stubborn", [sys.executable, "-c", stubborn, str(ready)], tmp_path / "s.log")
