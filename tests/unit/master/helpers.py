@@ -70,6 +70,11 @@ async def cluster(data_dir: Path, num_tservers: int = 3, **overrides: Any) -> As
     c = Cluster(master, [], Messenger())
     try:
         await wait_for_async(lambda: master.catalog_manager.leader_ready, what="leader readiness")
+        # A new leader writes its own address book entry in the background after it is ready;
+        # tests that compare the catalog's applied index before and after a call need it done.
+        await wait_for_async(
+            lambda: master.uuid in master.catalog_manager.leader().catalog.masters, what="the address book entry"
+        )
         for _ in range(num_tservers):
             await c.add_tserver()
         await wait_for_async(lambda: c.registered(num_tservers), what="tablet server registration")
