@@ -64,13 +64,23 @@ def row(i: int) -> tuple[Any, ...]:
         i * 100_003 - 2**31 + 1,
         float(i) + 0.5,
         i / 3,
-        decimal.Decimal(i * 12345).scaleb(-4),
-        decimal.Decimal(f"1234567890123456789012345678.{i:010d}"),
+        decimal.Decimal((i - 100) * 12345).scaleb(-4),
+        _wide(i),
         f"text-{i}-ünïcødé",
         bytes([i % 256, 0, 255]),
         datetime.date(1969, 12, 31) + datetime.timedelta(days=i),
         datetime.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC) + datetime.timedelta(seconds=i * 37),
     )
+
+
+def _wide(i: int) -> decimal.Decimal:
+    """decimal(38, 10) values on both sides of what a 64-bit unscaled value holds, both signs."""
+    edges = {2: 2**63 - 1, 6: -(2**63), 8: 2**63, 12: -(2**63) - 1}
+    if i in edges:
+        return decimal.Decimal(edges[i]).scaleb(-10)
+    if i % 2:
+        return decimal.Decimal(f"{'-' if i % 3 else ''}1234567890123456789012345678.{i:010d}")
+    return decimal.Decimal(f"-{i}.5")
 
 
 ROWS = [row(i) for i in range(200)]

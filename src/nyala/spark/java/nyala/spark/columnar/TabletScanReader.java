@@ -14,6 +14,7 @@ import java.util.concurrent.ThreadLocalRandom;
 
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.DecimalVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.ValueVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
@@ -120,7 +121,9 @@ final class TabletScanReader implements PartitionReader<ColumnarBatch> {
         plain = DictionaryEncoder.decode(vector, dictionaries.get(encoding.getId()));
         decoded.add(plain);
       }
-      columns[i] = new ArrowColumnVector(plain);
+      columns[i] = plain instanceof DecimalVector
+          ? new DecimalColumnVector((DecimalVector) plain, fields[i].dataType())
+          : new ArrowColumnVector(plain);
     }
     return new ColumnarBatch(columns, n);
   }
