@@ -12,6 +12,7 @@ import pytest
 from nyala.server.fs import ServerStatus
 from nyala.testing.minicluster import MiniCluster, MiniClusterOptions
 from nyala.testing.process import pid_alive
+from tests.integration.tls_kit import make_pki
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -74,6 +75,42 @@ def test_local_cluster_outlives_the_command_and_stops_from_another(tmp_path: Pat
     finally:
         if (root / "cluster.json").exists():
             MiniCluster.load(root).stop()
+
+
+def test_local_cluster_serves_tls_when_given_the_files(tmp_path: Path) -> None:
+    root = tmp_path / "cluster"
+    pki = make_pki(tmp_path / "pki", ["127.0.0.1", "127.0.0.10"])
+    try:
+        started = nyala("local-cluster", "start", "--masters", "1", "--tservers", "1", "--dir", str(root),
+                        "--rpc-certificate-file", str(pki.server_cert), "--rpc-private-key-file", str(pki.server_key),
+                        "--rpc-ca-certificate-file", str(pki.ca))  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        assert f"clients: nyala --rpc-ca-certificate-file {pki.ca}" in started.stdout
+        secure = nyala("--rpc-ca-certificate-file", str(pki.ca), "cluster", "ksck", "127.0.0.1:7051")
+        assert secure.returncode == 0, secure.stdout + secure.stderr
+        plain = nyala("cluster", "ksck", "127.0.0.1:7051", "--timeout-s", "2")
+        assert plain.returncode == 1
+        # A restart keeps the files the cluster was started with.
+        assert nyala("local-cluster", "stop", "--dir", str(root)).returncode == 0
+        again = nyala("local-cluster", "start", "--dir", str(root))
+        assert again.returncode == 0, again.stderr
+        secure = nyala("--rpc-ca-certificate-file", str(pki.ca), "table", "list", "127.0.0.1:7051")
+        assert secure.returncode == 0, secure.stderr
+    finally:
+        if (root / "cluster.json").exists():
+            MiniCluster.load(root).stop()
+
+
+def test_local_cluster_refuses_half_its_tls_flags(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki", ["127.0.0.1"])
+    target = str(tmp_path / "c")
+    alone = nyala("local-cluster", "start", "--dir", target, "--rpc-certificate-file", str(pki.server_cert))
+    assert alone.returncode == 2
+    assert "go together" in alone.stderr
+    ca_only = nyala("local-cluster", "start", "--dir", target, "--rpc-ca-certificate-file", str(pki.ca))
+    assert ca_only.returncode == 2
+    assert "needs --rpc-certificate-file" in ca_only.stderr
+    assert not (tmp_path / "c" / "cluster.json").exists()
 
 
 def test_status_of_a_directory_without_a_cluster_is_a_clear_error(tmp_path: Path) -> None:

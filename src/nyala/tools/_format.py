@@ -34,6 +34,7 @@ from rich.table import Table
 
 from nyala.client import Client, connect
 from nyala.errors import NyalaError
+from nyala.tools._tls_flags import cli_ssl_context
 
 __all__ = [
     "UnderscoreGroup",
@@ -128,7 +129,7 @@ def _error_name(exc: BaseException) -> str:
 
 def connect_cli(master_addresses: str, timeout_s: float) -> Client:
     """A client for a command; bad addresses or unreachable masters become clear errors."""
-    return connect(master_addresses, timeout_s=timeout_s)
+    return connect(master_addresses, timeout_s=timeout_s, ssl_context=cli_ssl_context())
 
 
 def to_jsonable(value: Any) -> Any:

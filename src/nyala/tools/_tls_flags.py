@@ -1,19 +1,27 @@
-"""The RPC TLS flags every server command shares (Kudu's names): ``--rpc-certificate-file`` and friends.
+"""The RPC TLS flags (Kudu's names): ``--rpc-certificate-file`` and friends, for servers and tools.
 
-:func:`rpc_tls_options` adds the three flags to a click command; the command passes them on as
-``rpc_certificate_file``, ``rpc_private_key_file`` and ``rpc_ca_certificate_file`` of
-:class:`nyala.server.ServerOptions` (None, a flag not given, as ""), which checks that they go
-together.  A given file must exist.
+:func:`rpc_tls_options` adds the three flags to a click command that starts servers; the command
+passes them on as ``rpc_certificate_file``, ``rpc_private_key_file`` and
+``rpc_ca_certificate_file`` of :class:`nyala.server.ServerOptions` (None, a flag not given, as
+""), which checks that they go together.  A given file must exist.
+
+:func:`client_tls_options` adds the client's side of them to the root ``nyala`` group (also
+read from ``NYALA_RPC_CA_CERTIFICATE_FILE``, ``NYALA_RPC_CERTIFICATE_FILE`` and
+``NYALA_RPC_PRIVATE_KEY_FILE``), so every admin command can reach a cluster whose RPC is TLS;
+:func:`cli_ssl_context` gives a command the context they make (None: plain TCP).
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["rpc_tls_options"]
+from nyala.rpc.tls import client_context
+
+__all__ = ["cli_ssl_context", "client_tls_options", "rpc_tls_options", "store_client_tls"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,3 +53,58 @@ def rpc_tls_options(command: F) -> F:
     ):
         command = flag(command)
     return command
+
+
+_CONTEXT_KEY = "nyala.rpc_ssl_context"
+
+
+def client_tls_options(group: F) -> F:
+    """Add the client TLS flags to the root group; its callback passes them to :func:`store_client_tls`."""
+    for flag in reversed(
+        [
+            click.option(
+                "--rpc-ca-certificate-file",
+                envvar="NYALA_RPC_CA_CERTIFICATE_FILE",
+                default=None,
+                type=_FILE,
+                help="Talk TLS to the cluster, trusting the CAs in this PEM file (the servers' "
+                "--rpc-ca-certificate-file). Env: NYALA_RPC_CA_CERTIFICATE_FILE.",
+            ),
+            click.option(
+                "--rpc-certificate-file",
+                envvar="NYALA_RPC_CERTIFICATE_FILE",
+                default=None,
+                type=_FILE,
+                help="PEM certificate this tool presents to the servers (with --rpc-private-key-file). "
+                "Env: NYALA_RPC_CERTIFICATE_FILE.",
+            ),
+            click.option(
+                "--rpc-private-key-file",
+                envvar="NYALA_RPC_PRIVATE_KEY_FILE",
+                default=None,
+                type=_FILE,
+                help="PEM private key of --rpc-certificate-file. Env: NYALA_RPC_PRIVATE_KEY_FILE.",
+            ),
+        ]
+    ):
+        group = flag(group)
+    return group
+
+
+def store_client_tls(ca_file: str | None, cert_file: str | None, key_file: str | None) -> None:
+    """Check the client TLS flags and keep their context for :func:`cli_ssl_context`."""
+    if (cert_file is None) != (key_file is None):
+        raise click.UsageError("--rpc-certificate-file and --rpc-private-key-file go together")
+    if ca_file is None and cert_file is None:
+        return
+    try:
+        context = client_context(ca_file, cert_file=cert_file, key_file=key_file)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise click.UsageError(f"cannot load the RPC TLS files: {exc}") from exc
+    click.get_current_context().meta[_CONTEXT_KEY] = context
+
+
+def cli_ssl_context() -> ssl.SSLContext | None:
+    """The TLS context the root group's flags made, or None (plain TCP, also outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_CONTEXT_KEY)

@@ -6,6 +6,7 @@ import click
 
 from nyala._version import __version__
 from nyala.tools._format import UnderscoreGroup
+from nyala.tools._tls_flags import client_tls_options, store_client_tls
 from nyala.tools.cmd_cluster import cluster
 from nyala.tools.cmd_list import master_list, tserver_list
 from nyala.tools.cmd_local_cluster import local_cluster
@@ -25,8 +26,16 @@ __all__ = ["main"]
 
 @click.group(cls=UnderscoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nyala")
-def main() -> None:
-    """Nyala: a distributed, replicated, columnar table store."""
+@client_tls_options
+def main(
+    rpc_ca_certificate_file: str | None, rpc_certificate_file: str | None, rpc_private_key_file: str | None
+) -> None:
+    """Nyala: a distributed, replicated, columnar table store.
+
+    The --rpc-* options (or their NYALA_RPC_* variables) make every command below talk TLS to
+    the cluster; servers take their own TLS flags on `nyala master start` and `nyala tserver start`.
+    """
+    store_client_tls(rpc_ca_certificate_file, rpc_certificate_file, rpc_private_key_file)
 
 
 main.add_command(wal)

@@ -29,6 +29,7 @@ import click
 from nyala.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
+from nyala.tools._tls_flags import rpc_tls_options
 from nyala.tools.prometheus_config import ALERT_RULES_FILE, ScrapeTarget, alert_rules, scrape_config
 
 __all__ = ["local_cluster"]
@@ -61,6 +62,7 @@ def local_cluster() -> None:
     default=None,
     help="Write a Prometheus configuration scraping every server to this file (and its alert rules beside it).",
 )
+@rpc_tls_options
 def start(
     num_masters: int,
     num_tservers: int,
@@ -71,8 +73,20 @@ def start(
     locations: str,
     client_location: str,
     prometheus_config: Path | None,
+    rpc_certificate_file: str | None,
+    rpc_private_key_file: str | None,
+    rpc_ca_certificate_file: str | None,
 ) -> None:
-    """Start a cluster (or restart the one already in DIR) and wait until every server is ready."""
+    """Start a cluster (or restart the one already in DIR) and wait until every server is ready.
+
+    With the --rpc-* files every server serves TLS only, with that certificate (it must name
+    127.0.0.1 and the cluster's loopback addresses, or be issued for them), and checks its
+    peers against the CA; clients then need `nyala --rpc-ca-certificate-file CA ...`.
+    """
+    if (rpc_certificate_file is None) != (rpc_private_key_file is None):
+        raise click.UsageError("--rpc-certificate-file and --rpc-private-key-file go together")
+    if rpc_ca_certificate_file is not None and rpc_certificate_file is None:
+        raise click.UsageError("--rpc-ca-certificate-file needs --rpc-certificate-file")
     if (root / CLUSTER_FILE).exists():
         cluster = MiniCluster.load(root)
         click.echo(f"restarting the cluster in {root}")
@@ -86,6 +100,9 @@ def start(
             ip_block=(0, 0),
             detached=True,
             auto_rebalancing=True,  # as a production master runs
+            rpc_certificate_file=_absolute(rpc_certificate_file),
+            rpc_private_key_file=_absolute(rpc_private_key_file),
+            rpc_ca_certificate_file=_absolute(rpc_ca_certificate_file),
         )
         try:
             cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)
@@ -102,6 +119,8 @@ def start(
     click.echo(f"tservers: {','.join(str(t.address) for t in cluster.tservers)}")
     for location in cluster.locations:
         click.echo(f"  {location}: {','.join(str(t.address) for t in cluster.tservers_in(location))}")
+    if cluster.options.rpc_certificate_file:
+        click.echo(f"rpc:      TLS only; clients: nyala --rpc-ca-certificate-file {_client_ca(cluster)} ...")
     if cluster.options.client_location:
         click.echo(f"clients on this machine are in {cluster.options.client_location}")
     click.echo("web:")
@@ -181,6 +200,16 @@ def status(root: Path, fmt: str) -> None:
     for server in servers:
         state = "running" if running[server.process.name] else "stopped"
         click.echo(f"{server.process.name:<12} {server.address!s:<22} {state:<8} {server.location}".rstrip())
+
+
+def _client_ca(cluster: MiniCluster) -> str:
+    o = cluster.options
+    return o.rpc_ca_certificate_file or "<the CA that signed " + o.rpc_certificate_file + ">"
+
+
+def _absolute(path: str | None) -> str:
+    """A TLS file as the servers get it: absolute (they run in their own directories); "" for none."""
+    return "" if path is None else str(Path(path).resolve())
 
 
 def _load(root: Path) -> MiniCluster:

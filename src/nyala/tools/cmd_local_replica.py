@@ -64,6 +64,7 @@ from nyala.tools._format import (
     handle_errors,
     progress_of,
 )
+from nyala.tools._tls_flags import cli_ssl_context
 from nyala.tools.replica_ops import COPY_CALLER, check_copy_source, check_member_copy
 from nyala.tserver.manager import (
     STORES_DIR,
@@ -439,7 +440,7 @@ async def _copy_into(
     progress: Callable[[int, int], None],
 ) -> CopiedFromRemote:
     defaults = TabletServerOptions()
-    messenger = Messenger()
+    messenger = Messenger(ssl_context=cli_ssl_context())
     stores = await asyncio.to_thread(TabletStoreManager, str(data_dir / STORES_DIR), StorageOptions(storage_threads=1))
     directory = tablets / tablet_id
     temporary = tablets / (tablet_id + COPY_TMP_SUFFIX)

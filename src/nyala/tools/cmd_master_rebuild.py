@@ -24,6 +24,7 @@ from nyala.rpc import Messenger
 from nyala.rpc.loop import run
 from nyala.services import LIST_TABLETS
 from nyala.tools._format import handle_errors, timeout_option
+from nyala.tools._tls_flags import cli_ssl_context
 
 __all__ = ["master_unsafe_rebuild"]
 
@@ -63,7 +64,7 @@ def master_unsafe_rebuild(tserver_addresses: str, fs_data_dir: Path, timeout_s: 
 
 
 async def _rebuild(addresses: list[HostPort], timeout_s: float) -> Rebuilt:
-    messenger = Messenger()
+    messenger = Messenger(ssl_context=cli_ssl_context())
     try:
         request = tpb.ListTabletsRequestPB(need_metadata=True)
         answers = await asyncio.gather(

@@ -30,6 +30,7 @@ from nyala.tools._format import (
     progress_of,
     timeout_option,
 )
+from nyala.tools._tls_flags import cli_ssl_context
 from nyala.tools.replica_ops import (
     CopiedReplica,
     DeletedReplica,
@@ -78,7 +79,7 @@ def list_replicas(tserver_address: str, columns: list[str], output_format: str, 
     address = _address(tserver_address)
 
     async def fetch() -> list[dict[str, object]]:
-        messenger = Messenger()
+        messenger = Messenger(ssl_context=cli_ssl_context())
         try:
             return await list_remote_replicas(messenger, address, timeout_s)
         finally:
@@ -108,7 +109,7 @@ def delete_command(tserver_address: str, tablet_id: str, reason: str, output_for
     reason = reason or f"deleted with nyala remote-replica delete at {time.strftime('%Y-%m-%d %H:%M:%S')}"
 
     async def delete() -> DeletedReplica:
-        messenger = Messenger()
+        messenger = Messenger(ssl_context=cli_ssl_context())
         try:
             return await delete_remote_replica(messenger, address, tablet_id, reason, timeout_s)
         finally:
@@ -159,7 +160,7 @@ def unsafe_change_config_command(
     address = _address(tserver_address)
 
     async def force() -> tuple[int, int]:
-        messenger = Messenger()
+        messenger = Messenger(ssl_context=cli_ssl_context())
         try:
             return await unsafe_change_config(messenger, address, tablet_id, peer_uuids, timeout_s)
         finally:
@@ -214,7 +215,7 @@ def copy_command(
     dest = parse_address(dest_address, TSERVER_DEFAULT_PORT)
 
     async def copy(update: Callable[[int, int], None]) -> CopiedReplica:
-        messenger = Messenger()
+        messenger = Messenger(ssl_context=cli_ssl_context())
         try:
             return await copy_remote_replica(
                 messenger, tablet_id, source, dest, force=force, timeout_s=timeout_s, progress=update
