@@ -34,8 +34,9 @@ class Pki:
     server_key: Path
     client_cert: Path
     client_key: Path
-    #: A CA that signed none of the above.
+    #: A CA that signed none of the above, and its key (a certificate the first CA did not sign).
     other_ca: Path
+    other_ca_key: Path
 
 
 def _name(common_name: str) -> x509.Name:
@@ -80,8 +81,8 @@ def make_pki(root: Path, server_ips: list[str]) -> Pki:
     ca_file, _ = _write(root / "ca", *ca)
     server_cert, server_key = _write(root / "server", *_issue(ca, "nyala-servers", server_ips))
     client_cert, client_key = _write(root / "client", *_issue(ca, "nyala-client", []))
-    other_ca_file, _ = _write(root / "other-ca", *_issue(None, "another-ca", []))
-    return Pki(ca_file, server_cert, server_key, client_cert, client_key, other_ca_file)
+    other_ca_file, other_ca_key = _write(root / "other-ca", *_issue(None, "another-ca", []))
+    return Pki(ca_file, server_cert, server_key, client_cert, client_key, other_ca_file, other_ca_key)
 
 
 def tls_cluster_options(root: Path, num_masters: int = 1, num_tservers: int = 1) -> tuple[MiniClusterOptions, Pki]:

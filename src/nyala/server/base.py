@@ -32,11 +32,13 @@ from nyala.web import LogBuffer, WebServer
 from nyala.web.common import ServerFacts, add_common_pages
 from nyala.web.view import Cell
 
-__all__ = ["MASTER_WEB_PORT", "TSERVER_WEB_PORT", "ServerBase", "ServerOptions"]
+__all__ = ["MASTER_WEB_PORT", "RPC_AUTHENTICATION", "TSERVER_WEB_PORT", "ServerBase", "ServerOptions"]
 
 #: The command line's default web server ports (Kudu's).
 MASTER_WEB_PORT = 8051
 TSERVER_WEB_PORT = 8050
+#: The values of ``rpc_authentication`` (Kudu's flag; its 'disabled' is a server without TLS here).
+RPC_AUTHENTICATION = ("optional", "required")
 
 log = logging.getLogger("nyala.server")
 
@@ -79,6 +81,12 @@ class ServerOptions:
         "PEM certificates of the CAs this server trusts: it checks other servers' certificates (and their "
         "addresses) against them, and client certificates when a client presents one.  Empty: the system CAs.",
     )
+    rpc_authentication: str = setting(
+        "optional",
+        "Kudu's rpc_authentication, by certificate: 'optional' checks a client certificate when a client "
+        "presents one; 'required' refuses every RPC connection (clients and other servers alike) whose peer "
+        "presents no certificate signed by rpc_ca_certificate_file's CAs.",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.webserver_port < 65536:
@@ -87,6 +95,14 @@ class ServerOptions:
             raise InvalidArgument("rpc_certificate_file and rpc_private_key_file must be given together")
         if self.rpc_ca_certificate_file and not self.rpc_certificate_file:
             raise InvalidArgument("rpc_ca_certificate_file needs rpc_certificate_file (TLS is off without it)")
+        if self.rpc_authentication not in RPC_AUTHENTICATION:
+            raise InvalidArgument(
+                f"rpc_authentication must be one of {', '.join(RPC_AUTHENTICATION)}, got {self.rpc_authentication!r}"
+            )
+        if self.rpc_authentication == "required" and not self.rpc_ca_certificate_file:
+            raise InvalidArgument(
+                "rpc_authentication 'required' needs rpc_ca_certificate_file (the CAs that sign client certificates)"
+            )
 
     @property
     def tls(self) -> bool:
@@ -103,7 +119,12 @@ class ServerOptions:
             return None, None
         ca = self.rpc_ca_certificate_file or None
         try:
-            serving = tls.server_context(self.rpc_certificate_file, self.rpc_private_key_file, ca_file=ca)
+            serving = tls.server_context(
+                self.rpc_certificate_file,
+                self.rpc_private_key_file,
+                ca_file=ca,
+                require_client_cert=self.rpc_authentication == "required",
+            )
             calling = tls.client_context(ca, cert_file=self.rpc_certificate_file, key_file=self.rpc_private_key_file)
         except (OSError, ssl.SSLError) as exc:
             raise InvalidArgument(f"cannot load the RPC TLS certificate, key or CA files: {exc}") from exc

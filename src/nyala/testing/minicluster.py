@@ -173,10 +173,12 @@ class MiniClusterOptions:
     #: TLS on every RPC connection (``--rpc-certificate-file`` and friends of every server): one
     #: PEM certificate and key for all the servers, valid for each of their addresses, and the
     #: CA that signed it.  Empty: plain TCP.  :meth:`MiniCluster.client_ssl_context` is what a
-    #: client of such a cluster needs.
+    #: client of such a cluster needs.  ``rpc_authentication`` "required" makes every server
+    #: refuse peers without a certificate from that CA.
     rpc_certificate_file: str = ""
     rpc_private_key_file: str = ""
     rpc_ca_certificate_file: str = ""
+    rpc_authentication: str = "optional"
 
     @property
     def storage_threads(self) -> int:
@@ -381,6 +383,8 @@ class MiniCluster:
             argv += ["--rpc-certificate-file", o.rpc_certificate_file, "--rpc-private-key-file", o.rpc_private_key_file]
         if o.rpc_ca_certificate_file:
             argv += ["--rpc-ca-certificate-file", o.rpc_ca_certificate_file]
+        if o.rpc_authentication != "optional":
+            argv += ["--rpc-authentication", o.rpc_authentication]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -421,6 +425,12 @@ class MiniCluster:
         o = self.options
         if not o.rpc_certificate_file:
             return None
+        if o.rpc_authentication == "required":
+            # The servers' own certificate is one a server accepts from its peers: the test kit's
+            # client (readiness checks, the tests' clients) presents it too.
+            return client_context(
+                o.rpc_ca_certificate_file, cert_file=o.rpc_certificate_file, key_file=o.rpc_private_key_file
+            )
         return client_context(o.rpc_ca_certificate_file or None)
 
     def stop(self) -> None:

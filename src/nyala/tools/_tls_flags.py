@@ -3,7 +3,8 @@
 :func:`rpc_tls_options` adds the three flags to a click command that starts servers; the command
 passes them on as ``rpc_certificate_file``, ``rpc_private_key_file`` and
 ``rpc_ca_certificate_file`` of :class:`nyala.server.ServerOptions` (None, a flag not given, as
-""), which checks that they go together.  A given file must exist.
+""), and ``--rpc-authentication`` as ``rpc_authentication``, which checks that they go
+together.  A given file must exist.
 
 :func:`client_tls_options` adds the client's side of them to the root ``nyala`` group (also
 read from ``NYALA_RPC_CA_CERTIFICATE_FILE``, ``NYALA_RPC_CERTIFICATE_FILE`` and
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from nyala.rpc.tls import client_context
+from nyala.server.base import RPC_AUTHENTICATION
 
 __all__ = ["cli_ssl_context", "client_tls_options", "rpc_tls_options", "store_client_tls"]
 
@@ -48,6 +50,14 @@ def rpc_tls_options(command: F) -> F:
                 type=_FILE,
                 help="PEM certificates of the CAs that signed the other servers' (and clients') certificates; "
                 "empty: the system CAs.",
+            ),
+            click.option(
+                "--rpc-authentication",
+                type=click.Choice(RPC_AUTHENTICATION),
+                default="optional",
+                show_default=True,
+                help="'required': refuse RPC connections whose peer presents no certificate signed by "
+                "--rpc-ca-certificate-file (clients and servers alike); 'optional': check one when presented.",
             ),
         ]
     ):

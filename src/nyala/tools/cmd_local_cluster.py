@@ -76,6 +76,7 @@ def start(
     rpc_certificate_file: str | None,
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
+    rpc_authentication: str,
 ) -> None:
     """Start a cluster (or restart the one already in DIR) and wait until every server is ready.
 
@@ -87,6 +88,8 @@ def start(
         raise click.UsageError("--rpc-certificate-file and --rpc-private-key-file go together")
     if rpc_ca_certificate_file is not None and rpc_certificate_file is None:
         raise click.UsageError("--rpc-ca-certificate-file needs --rpc-certificate-file")
+    if rpc_authentication == "required" and rpc_ca_certificate_file is None:
+        raise click.UsageError("--rpc-authentication required needs --rpc-ca-certificate-file")
     if (root / CLUSTER_FILE).exists():
         cluster = MiniCluster.load(root)
         click.echo(f"restarting the cluster in {root}")
@@ -103,6 +106,7 @@ def start(
             rpc_certificate_file=_absolute(rpc_certificate_file),
             rpc_private_key_file=_absolute(rpc_private_key_file),
             rpc_ca_certificate_file=_absolute(rpc_ca_certificate_file),
+            rpc_authentication=rpc_authentication,
         )
         try:
             cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)

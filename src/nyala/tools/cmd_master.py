@@ -182,6 +182,7 @@ def start(
     rpc_certificate_file: str | None,
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
+    rpc_authentication: str,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
     hold_lifeline()  # a test kit's master dies with the test process
@@ -198,6 +199,7 @@ def start(
                 rpc_certificate_file=rpc_certificate_file or "",
                 rpc_private_key_file=rpc_private_key_file or "",
                 rpc_ca_certificate_file=rpc_ca_certificate_file or "",
+                rpc_authentication=rpc_authentication,
                 raft=RaftOptions(
                     raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
                 ),

@@ -198,6 +198,7 @@ def start(
     rpc_certificate_file: str | None,
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
+    rpc_authentication: str,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
     hold_lifeline()  # a test kit's tablet server dies with the test process
@@ -213,6 +214,7 @@ def start(
             rpc_certificate_file=rpc_certificate_file or "",
             rpc_private_key_file=rpc_private_key_file or "",
             rpc_ca_certificate_file=rpc_ca_certificate_file or "",
+            rpc_authentication=rpc_authentication,
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,
