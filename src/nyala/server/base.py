@@ -81,6 +81,12 @@ class ServerOptions:
         "PEM certificates of the CAs this server trusts: it checks other servers' certificates (and their "
         "addresses) against them, and client certificates when a client presents one.  Empty: the system CAs.",
     )
+    webserver_certificate_file: str = setting(
+        "",
+        "PEM certificate of the web server (Kudu's webserver_certificate_file): with it the web pages, JSON "
+        "and /metrics are served over HTTPS only.  Empty: HTTP.",
+    )
+    webserver_private_key_file: str = setting("", "PEM private key of webserver_certificate_file.")
     rpc_authentication: str = setting(
         "optional",
         "Kudu's rpc_authentication, by certificate: 'optional' checks a client certificate when a client "
@@ -95,6 +101,8 @@ class ServerOptions:
             raise InvalidArgument("rpc_certificate_file and rpc_private_key_file must be given together")
         if self.rpc_ca_certificate_file and not self.rpc_certificate_file:
             raise InvalidArgument("rpc_ca_certificate_file needs rpc_certificate_file (TLS is off without it)")
+        if bool(self.webserver_certificate_file) != bool(self.webserver_private_key_file):
+            raise InvalidArgument("webserver_certificate_file and webserver_private_key_file must be given together")
         if self.rpc_authentication not in RPC_AUTHENTICATION:
             raise InvalidArgument(
                 f"rpc_authentication must be one of {', '.join(RPC_AUTHENTICATION)}, got {self.rpc_authentication!r}"
@@ -130,6 +138,15 @@ class ServerOptions:
             raise InvalidArgument(f"cannot load the RPC TLS certificate, key or CA files: {exc}") from exc
         return serving, calling
 
+    def webserver_ssl_context(self) -> ssl.SSLContext | None:
+        """The web server's HTTPS context, or None for HTTP."""
+        if not self.webserver_certificate_file:
+            return None
+        try:
+            return tls.server_context(self.webserver_certificate_file, self.webserver_private_key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidArgument(f"cannot load the web server's certificate or key file: {exc}") from exc
+
 
 class ServerBase:
     """Owns the data directory, the RPC server, the messenger, the Raft transport and the apply pool.
@@ -152,6 +169,7 @@ class ServerBase:
             ProcessCollector(namespace="nyala", registry=self.metrics_registry)
         self.loop_lag = LoopLagMonitor(self.metrics_registry if enabled else None)
         serving_tls, calling_tls = options.rpc_ssl_contexts()
+        self._web_tls = options.webserver_ssl_context()  # bad files fail here, before anything starts
         self.rpc = RpcServer(options.rpc, serving_tls, metrics=RpcMetrics(self.metrics_registry, enabled))
         # None unless a test kit started this process to cut its network (nyala.rpc.netfault).
         self.messenger = Messenger(options.rpc, calling_tls, faults=active_faults())
@@ -203,7 +221,8 @@ class ServerBase:
         await self._start()
         http = str(self.http_address) if self.http_address is not None else ""
         self.data_dir.write_status(self.kind, str(self.address), http)
-        log.info("%s %s listening on %s%s", self.kind, self.uuid, self.address, f", http://{http}" if http else "")
+        web_url = f", {'https' if self._web_tls is not None else 'http'}://{http}" if http else ""
+        log.info("%s %s listening on %s%s", self.kind, self.uuid, self.address, web_url)
         return self.address
 
     async def _start_web(self, web: WebServer) -> None:
@@ -221,7 +240,7 @@ class ServerBase:
         add_common_pages(web, facts)
         self._add_pages(web)
         host = self.options.webserver_interface or self.address.host
-        self.http_address = await web.start(host, self.options.webserver_port)
+        self.http_address = await web.start(host, self.options.webserver_port, self._web_tls)
 
     def _status_fields(self) -> dict[str, Cell]:
         fields: dict[str, Cell] = {

@@ -179,6 +179,9 @@ class MiniClusterOptions:
     rpc_private_key_file: str = ""
     rpc_ca_certificate_file: str = ""
     rpc_authentication: str = "optional"
+    #: HTTPS for every server's web pages (``--webserver-certificate-file`` and its key); empty: HTTP.
+    webserver_certificate_file: str = ""
+    webserver_private_key_file: str = ""
 
     @property
     def storage_threads(self) -> int:
@@ -201,13 +204,15 @@ class ClusterServer:
     location: str = ""
     #: Where its web server listens (None when the cluster runs without web servers).
     http_address: HostPort | None = None
+    #: Whether its web server serves HTTPS.
+    https: bool = False
 
     @property
     def url(self) -> str:
         """The base URL of the server's web pages; RuntimeError when it has none."""
         if self.http_address is None:
             raise RuntimeError(f"{self.kind} {self.index} runs without a web server")
-        return f"http://{self.http_address}"
+        return f"{'https' if self.https else 'http'}://{self.http_address}"
 
     @property
     def uuid(self) -> str:
@@ -288,7 +293,8 @@ class MiniCluster:
             self.root / "logs" / f"{kind}-{index}.log",
             env=env, owned=not self.options.detached,
         )  # fmt: skip
-        return ClusterServer(kind, index, address, data_dir, process, location, http)
+        https = bool(self.options.webserver_certificate_file)
+        return ClusterServer(kind, index, address, data_dir, process, location, http, https)
 
     def location_host(self, slot: int) -> str:
         """The address shared by the tablet servers of the ``slot``-th location."""
@@ -385,6 +391,9 @@ class MiniCluster:
             argv += ["--rpc-ca-certificate-file", o.rpc_ca_certificate_file]
         if o.rpc_authentication != "optional":
             argv += ["--rpc-authentication", o.rpc_authentication]
+        if o.webserver_certificate_file:
+            argv += ["--webserver-certificate-file", o.webserver_certificate_file]
+            argv += ["--webserver-private-key-file", o.webserver_private_key_file]
         return argv + list(o.master_flags if kind == "master" else o.tserver_flags)
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -6,6 +6,9 @@ passes them on as ``rpc_certificate_file``, ``rpc_private_key_file`` and
 ""), and ``--rpc-authentication`` as ``rpc_authentication``, which checks that they go
 together.  A given file must exist.
 
+:func:`webserver_tls_options` adds ``--webserver-certificate-file`` and
+``--webserver-private-key-file`` (HTTPS for the web server, Kudu's names) the same way.
+
 :func:`client_tls_options` adds the client's side of them to the root ``nyala`` group (also
 read from ``NYALA_RPC_CA_CERTIFICATE_FILE``, ``NYALA_RPC_CERTIFICATE_FILE`` and
 ``NYALA_RPC_PRIVATE_KEY_FILE``), so every admin command can reach a cluster whose RPC is TLS;
@@ -23,7 +26,7 @@ import click
 from nyala.rpc.tls import client_context
 from nyala.server.base import RPC_AUTHENTICATION
 
-__all__ = ["cli_ssl_context", "client_tls_options", "rpc_tls_options", "store_client_tls"]
+__all__ = ["cli_ssl_context", "client_tls_options", "rpc_tls_options", "store_client_tls", "webserver_tls_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,6 +61,25 @@ def rpc_tls_options(command: F) -> F:
                 show_default=True,
                 help="'required': refuse RPC connections whose peer presents no certificate signed by "
                 "--rpc-ca-certificate-file (clients and servers alike); 'optional': check one when presented.",
+            ),
+        ]
+    ):
+        command = flag(command)
+    return command
+
+
+def webserver_tls_options(command: F) -> F:
+    """Add ``--webserver-certificate-file`` and ``--webserver-private-key-file`` (HTTPS for the web pages)."""
+    for flag in reversed(
+        [
+            click.option(
+                "--webserver-certificate-file",
+                default=None,
+                type=_FILE,
+                help="PEM certificate of the web server: pages, JSON and /metrics over HTTPS only.",
+            ),
+            click.option(
+                "--webserver-private-key-file", default=None, type=_FILE, help="PEM private key of that certificate."
             ),
         ]
     ):

@@ -29,7 +29,7 @@ import click
 from nyala.errors import InvalidArgument, NotFound
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
-from nyala.tools._tls_flags import rpc_tls_options
+from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
 from nyala.tools.prometheus_config import ALERT_RULES_FILE, ScrapeTarget, alert_rules, scrape_config
 
 __all__ = ["local_cluster"]
@@ -63,6 +63,7 @@ def local_cluster() -> None:
     help="Write a Prometheus configuration scraping every server to this file (and its alert rules beside it).",
 )
 @rpc_tls_options
+@webserver_tls_options
 def start(
     num_masters: int,
     num_tservers: int,
@@ -77,6 +78,8 @@ def start(
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
     rpc_authentication: str,
+    webserver_certificate_file: str | None,
+    webserver_private_key_file: str | None,
 ) -> None:
     """Start a cluster (or restart the one already in DIR) and wait until every server is ready.
 
@@ -88,6 +91,8 @@ def start(
         raise click.UsageError("--rpc-certificate-file and --rpc-private-key-file go together")
     if rpc_ca_certificate_file is not None and rpc_certificate_file is None:
         raise click.UsageError("--rpc-ca-certificate-file needs --rpc-certificate-file")
+    if (webserver_certificate_file is None) != (webserver_private_key_file is None):
+        raise click.UsageError("--webserver-certificate-file and --webserver-private-key-file go together")
     if rpc_authentication == "required" and rpc_ca_certificate_file is None:
         raise click.UsageError("--rpc-authentication required needs --rpc-ca-certificate-file")
     if (root / CLUSTER_FILE).exists():
@@ -107,6 +112,8 @@ def start(
             rpc_private_key_file=_absolute(rpc_private_key_file),
             rpc_ca_certificate_file=_absolute(rpc_ca_certificate_file),
             rpc_authentication=rpc_authentication,
+            webserver_certificate_file=_absolute(webserver_certificate_file),
+            webserver_private_key_file=_absolute(webserver_private_key_file),
         )
         try:
             cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)
@@ -161,7 +168,8 @@ def _write_prometheus_config(cluster: MiniCluster, root: Path, output: Path) -> 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         rules.write_text(alert_rules())
-        output.write_text(scrape_config(targets, root.resolve().name, rule_files=[ALERT_RULES_FILE]))
+        scheme = "https" if cluster.options.webserver_certificate_file else "http"
+        output.write_text(scrape_config(targets, root.resolve().name, rule_files=[ALERT_RULES_FILE], scheme=scheme))
     except OSError as exc:
         raise click.ClickException(f"cannot write the Prometheus configuration: {exc}") from exc
     click.echo(f"prometheus: {output} (alert rules in {rules})")

@@ -15,7 +15,7 @@ from nyala.rpc.loop import run
 from nyala.rpc.netfault import install_from_environment
 from nyala.server import MASTER_WEB_PORT, ServerOptions
 from nyala.server.lifeline import hold_lifeline
-from nyala.tools._tls_flags import rpc_tls_options
+from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
 
 __all__ = ["master"]
 
@@ -154,6 +154,7 @@ def master() -> None:
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 @rpc_tls_options
+@webserver_tls_options
 def start(
     fs_data_dir: str,
     rpc_bind_address: str,
@@ -183,6 +184,8 @@ def start(
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
     rpc_authentication: str,
+    webserver_certificate_file: str | None,
+    webserver_private_key_file: str | None,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
     hold_lifeline()  # a test kit's master dies with the test process
@@ -200,6 +203,8 @@ def start(
                 rpc_private_key_file=rpc_private_key_file or "",
                 rpc_ca_certificate_file=rpc_ca_certificate_file or "",
                 rpc_authentication=rpc_authentication,
+                webserver_certificate_file=webserver_certificate_file or "",
+                webserver_private_key_file=webserver_private_key_file or "",
                 raft=RaftOptions(
                     raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
                 ),

@@ -16,7 +16,7 @@ from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.storage.options import FLUSH_THRESHOLD_ROWS
 from nyala.tools._format import UnderscoreGroup
-from nyala.tools._tls_flags import rpc_tls_options
+from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
 from nyala.wal import WalOptions
@@ -170,6 +170,7 @@ def tserver() -> None:
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 @rpc_tls_options
+@webserver_tls_options
 def start(
     fs_data_dir: str,
     rpc_bind_address: str,
@@ -199,6 +200,8 @@ def start(
     rpc_private_key_file: str | None,
     rpc_ca_certificate_file: str | None,
     rpc_authentication: str,
+    webserver_certificate_file: str | None,
+    webserver_private_key_file: str | None,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
     hold_lifeline()  # a test kit's tablet server dies with the test process
@@ -215,6 +218,8 @@ def start(
             rpc_private_key_file=rpc_private_key_file or "",
             rpc_ca_certificate_file=rpc_ca_certificate_file or "",
             rpc_authentication=rpc_authentication,
+            webserver_certificate_file=webserver_certificate_file or "",
+            webserver_private_key_file=webserver_private_key_file or "",
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,

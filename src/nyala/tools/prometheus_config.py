@@ -33,11 +33,22 @@ def _q(text: str) -> str:
 
 
 def scrape_config(
-    targets: Sequence[ScrapeTarget], cluster: str, *, interval_s: int = 15, rule_files: Sequence[str] = ()
+    targets: Sequence[ScrapeTarget],
+    cluster: str,
+    *,
+    interval_s: int = 15,
+    rule_files: Sequence[str] = (),
+    scheme: str = "http",
 ) -> str:
-    """The YAML of a Prometheus configuration scraping ``targets`` every ``interval_s``."""
+    """The YAML of a Prometheus configuration scraping ``targets`` every ``interval_s``.
+
+    ``scheme`` "https" is for servers started with ``--webserver-certificate-file``; Prometheus
+    then checks their certificates against the system CAs unless a ``tls_config`` is added.
+    """
     if interval_s < 1:
         raise ValueError(f"interval_s must be at least 1, got {interval_s}")
+    if scheme not in ("http", "https"):
+        raise ValueError(f"scheme must be http or https, got {scheme!r}")
     lines = ["# Prometheus configuration for the Nyala cluster " + _q(cluster), "global:",
              f"  scrape_interval: {interval_s}s", f"  evaluation_interval: {interval_s}s"]  # fmt: skip
     if rule_files:
@@ -48,7 +59,10 @@ def scrape_config(
         mine = [t for t in targets if t.kind == kind]
         if not mine:
             continue
-        lines += [f"  - job_name: {_q('nyala-' + kind)}", '    metrics_path: "/metrics"', "    static_configs:"]
+        lines += [f"  - job_name: {_q('nyala-' + kind)}", '    metrics_path: "/metrics"']
+        if scheme == "https":
+            lines.append('    scheme: "https"')
+        lines.append("    static_configs:")
         for location in sorted({t.location for t in mine}):
             addresses = ", ".join(_q(t.address) for t in mine if t.location == location)
             lines.append(f"      - targets: [{addresses}]")

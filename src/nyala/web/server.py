@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class WebServer:
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self.address: HostPort | None = None
+        self._scheme = "http"
 
     def page(
         self,
@@ -121,11 +123,12 @@ class WebServer:
             log.exception("web page %s failed", request.path)
             return _error(request, 500, f"internal error: {type(exc).__name__}: {exc}")
 
-    async def start(self, host: str, port: int) -> HostPort:
-        """Listen on ``host:port`` (0 picks a free port) and return the bound address."""
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> HostPort:
+        """Listen on ``host:port`` (0 picks a free port), HTTPS with ``ssl_context``; return the bound address."""
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        self._site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
+        self._scheme = "http" if ssl_context is None else "https"
         await self._site.start()
         bound = self._runner.addresses[0]
         self.address = HostPort(str(bound[0]), int(bound[1]))
@@ -140,7 +143,7 @@ class WebServer:
     def url(self) -> str:
         if self.address is None:
             raise RuntimeError("the web server is not started")
-        return f"http://{self.address}"
+        return f"{self._scheme}://{self.address}"
 
 
 def _error(request: web.Request, status: int, message: str) -> web.Response:

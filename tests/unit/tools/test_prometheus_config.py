@@ -45,6 +45,15 @@ def test_a_zero_interval_is_refused() -> None:
         scrape_config(TARGETS, "demo", interval_s=0)
 
 
+def test_servers_serving_https_are_scraped_over_https() -> None:
+    plain = scrape_config(TARGETS, "demo").splitlines()
+    assert '    scheme: "https"' not in plain
+    secure = scrape_config(TARGETS, "demo", scheme="https").splitlines()
+    assert secure.count('    scheme: "https"') == 2  # one per job
+    with pytest.raises(ValueError, match="http or https"):
+        scrape_config(TARGETS, "demo", scheme="ftp")
+
+
 def test_the_alert_rules_cover_leaderless_under_replicated_down_and_fsync() -> None:
     text = alert_rules()
     for name in ("NyalaServerDown", "NyalaTabletWithoutLeader", "NyalaUnderReplicatedTablets", "NyalaWalFsyncSlow"):
