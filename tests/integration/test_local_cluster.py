@@ -106,10 +106,10 @@ def test_local_cluster_refuses_half_its_tls_flags(tmp_path: Path) -> None:
     target = str(tmp_path / "c")
     alone = nyala("local-cluster", "start", "--dir", target, "--rpc-certificate-file", str(pki.server_cert))
     assert alone.returncode == 2
-    assert "go together" in alone.stderr
+    assert "must be given together" in alone.stderr
     ca_only = nyala("local-cluster", "start", "--dir", target, "--rpc-ca-certificate-file", str(pki.ca))
     assert ca_only.returncode == 2
-    assert "needs --rpc-certificate-file" in ca_only.stderr
+    assert "needs rpc_certificate_file" in ca_only.stderr
     assert not (tmp_path / "c" / "cluster.json").exists()
 
 

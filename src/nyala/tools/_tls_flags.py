@@ -1,13 +1,11 @@
 """The RPC TLS flags (Kudu's names): ``--rpc-certificate-file`` and friends, for servers and tools.
 
-:func:`rpc_tls_options` adds the three flags to a click command that starts servers; the command
-passes them on as ``rpc_certificate_file``, ``rpc_private_key_file`` and
-``rpc_ca_certificate_file`` of :class:`nyala.server.ServerOptions` (None, a flag not given, as
-""), and ``--rpc-authentication`` as ``rpc_authentication``, which checks that they go
-together.  A given file must exist.
-
-:func:`webserver_tls_options` adds ``--webserver-certificate-file`` and
-``--webserver-private-key-file`` (HTTPS for the web server, Kudu's names) the same way.
+:func:`server_tls_options` adds a command that starts servers the RPC flags
+(``--rpc-certificate-file``, ``--rpc-private-key-file``, ``--rpc-ca-certificate-file``,
+``--rpc-authentication``) and the web server's (``--webserver-certificate-file``,
+``--webserver-private-key-file``), and hands them to it as one :class:`ServerTlsFlags`, whose
+:meth:`~ServerTlsFlags.settings` are the :class:`nyala.server.ServerOptions` settings of the
+same names (which check that they go together).  A given file must exist.
 
 :func:`client_tls_options` adds the client's side of them to the root ``nyala`` group (also
 read from ``NYALA_RPC_CA_CERTIFICATE_FILE``, ``NYALA_RPC_CERTIFICATE_FILE`` and
@@ -17,74 +15,120 @@ read from ``NYALA_RPC_CA_CERTIFICATE_FILE``, ``NYALA_RPC_CERTIFICATE_FILE`` and
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import ssl
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar
 
 import click
 
 from nyala.rpc.tls import client_context
 from nyala.server.base import RPC_AUTHENTICATION
 
-__all__ = ["cli_ssl_context", "client_tls_options", "rpc_tls_options", "store_client_tls", "webserver_tls_options"]
+__all__ = [
+    "ServerTlsFlags",
+    "TlsSettings",
+    "cli_ssl_context",
+    "client_tls_options",
+    "server_tls_options",
+    "store_client_tls",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
-def rpc_tls_options(command: F) -> F:
-    """Add ``--rpc-certificate-file``, ``--rpc-private-key-file`` and ``--rpc-ca-certificate-file``."""
-    for flag in reversed(
-        [
-            click.option(
-                "--rpc-certificate-file",
-                default=None,
-                type=_FILE,
-                help="PEM certificate for TLS on every RPC connection in and out of this server (plain TCP is "
-                "then refused); empty: no TLS.",
-            ),
-            click.option(
-                "--rpc-private-key-file", default=None, type=_FILE, help="PEM private key of the certificate."
-            ),
-            click.option(
-                "--rpc-ca-certificate-file",
-                default=None,
-                type=_FILE,
-                help="PEM certificates of the CAs that signed the other servers' (and clients') certificates; "
-                "empty: the system CAs.",
-            ),
-            click.option(
-                "--rpc-authentication",
-                type=click.Choice(RPC_AUTHENTICATION),
-                default="optional",
-                show_default=True,
-                help="'required': refuse RPC connections whose peer presents no certificate signed by "
-                "--rpc-ca-certificate-file (clients and servers alike); 'optional': check one when presented.",
-            ),
-        ]
-    ):
-        command = flag(command)
-    return command
+@dataclass(frozen=True)
+class ServerTlsFlags:
+    """The TLS flags of a command that starts servers, as given (None: a flag not given)."""
+
+    rpc_certificate_file: str | None = None
+    rpc_private_key_file: str | None = None
+    rpc_ca_certificate_file: str | None = None
+    rpc_authentication: str = "optional"
+    webserver_certificate_file: str | None = None
+    webserver_private_key_file: str | None = None
+
+    def settings(self, resolve: bool = False) -> TlsSettings:
+        """The flags as ``ServerOptions`` (and ``MiniClusterOptions``) settings: "" for a flag not
+        given; with ``resolve``, files as absolute paths (for servers that run elsewhere)."""
+
+        def file(value: str | None) -> str:
+            return "" if value is None else (str(Path(value).resolve()) if resolve else value)
+
+        return TlsSettings(
+            rpc_certificate_file=file(self.rpc_certificate_file),
+            rpc_private_key_file=file(self.rpc_private_key_file),
+            rpc_ca_certificate_file=file(self.rpc_ca_certificate_file),
+            rpc_authentication=self.rpc_authentication,
+            webserver_certificate_file=file(self.webserver_certificate_file),
+            webserver_private_key_file=file(self.webserver_private_key_file),
+        )
 
 
-def webserver_tls_options(command: F) -> F:
-    """Add ``--webserver-certificate-file`` and ``--webserver-private-key-file`` (HTTPS for the web pages)."""
-    for flag in reversed(
-        [
-            click.option(
-                "--webserver-certificate-file",
-                default=None,
-                type=_FILE,
-                help="PEM certificate of the web server: pages, JSON and /metrics over HTTPS only.",
-            ),
-            click.option(
-                "--webserver-private-key-file", default=None, type=_FILE, help="PEM private key of that certificate."
-            ),
-        ]
-    ):
-        command = flag(command)
-    return command
+class TlsSettings(TypedDict):
+    """The settings of :class:`nyala.server.ServerOptions` the TLS flags set."""
+
+    rpc_certificate_file: str
+    rpc_private_key_file: str
+    rpc_ca_certificate_file: str
+    rpc_authentication: str
+    webserver_certificate_file: str
+    webserver_private_key_file: str
+
+
+_SERVER_FLAGS = [
+    click.option(
+        "--rpc-certificate-file",
+        default=None,
+        type=_FILE,
+        help="PEM certificate for TLS on every RPC connection in and out of this server (plain TCP is "
+        "then refused); empty: no TLS.",
+    ),
+    click.option("--rpc-private-key-file", default=None, type=_FILE, help="PEM private key of the certificate."),
+    click.option(
+        "--rpc-ca-certificate-file",
+        default=None,
+        type=_FILE,
+        help="PEM certificates of the CAs that signed the other servers' (and clients') certificates; "
+        "empty: the system CAs.",
+    ),
+    click.option(
+        "--rpc-authentication",
+        type=click.Choice(RPC_AUTHENTICATION),
+        default="optional",
+        show_default=True,
+        help="'required': refuse RPC connections whose peer presents no certificate signed by "
+        "--rpc-ca-certificate-file (clients and servers alike); 'optional': check one when presented.",
+    ),
+    click.option(
+        "--webserver-certificate-file",
+        default=None,
+        type=_FILE,
+        help="PEM certificate of the web server: pages, JSON and /metrics over HTTPS only.",
+    ),
+    click.option("--webserver-private-key-file", default=None, type=_FILE, help="PEM private key of that certificate."),
+]
+
+
+def server_tls_options(command: Callable[..., R]) -> Callable[..., R]:
+    """Add the six server TLS flags; the command receives them as one ``tls: ServerTlsFlags``."""
+    fields = [f.name for f in dataclasses.fields(ServerTlsFlags)]
+
+    @functools.wraps(command)
+    def collect(*args: Any, **kwargs: Any) -> R:
+        flags = ServerTlsFlags(**{name: kwargs.pop(name) for name in fields})
+        return command(*args, tls=flags, **kwargs)
+
+    wrapped: Callable[..., R] = collect
+    for flag in reversed(_SERVER_FLAGS):
+        wrapped = flag(wrapped)
+    return wrapped
 
 
 _CONTEXT_KEY = "nyala.rpc_ssl_context"

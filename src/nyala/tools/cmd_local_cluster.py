@@ -27,9 +27,10 @@ from pathlib import Path
 import click
 
 from nyala.errors import InvalidArgument, NotFound
+from nyala.server import ServerOptions
 from nyala.testing.minicluster import CLUSTER_FILE, MiniCluster, MiniClusterOptions
 from nyala.testing.process import ProcessError
-from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
+from nyala.tools._tls_flags import ServerTlsFlags, server_tls_options
 from nyala.tools.prometheus_config import ALERT_RULES_FILE, ScrapeTarget, alert_rules, scrape_config
 
 __all__ = ["local_cluster"]
@@ -62,8 +63,7 @@ def local_cluster() -> None:
     default=None,
     help="Write a Prometheus configuration scraping every server to this file (and its alert rules beside it).",
 )
-@rpc_tls_options
-@webserver_tls_options
+@server_tls_options
 def start(
     num_masters: int,
     num_tservers: int,
@@ -74,12 +74,7 @@ def start(
     locations: str,
     client_location: str,
     prometheus_config: Path | None,
-    rpc_certificate_file: str | None,
-    rpc_private_key_file: str | None,
-    rpc_ca_certificate_file: str | None,
-    rpc_authentication: str,
-    webserver_certificate_file: str | None,
-    webserver_private_key_file: str | None,
+    tls: ServerTlsFlags,
 ) -> None:
     """Start a cluster (or restart the one already in DIR) and wait until every server is ready.
 
@@ -87,14 +82,10 @@ def start(
     127.0.0.1 and the cluster's loopback addresses, or be issued for them), and checks its
     peers against the CA; clients then need `nyala --rpc-ca-certificate-file CA ...`.
     """
-    if (rpc_certificate_file is None) != (rpc_private_key_file is None):
-        raise click.UsageError("--rpc-certificate-file and --rpc-private-key-file go together")
-    if rpc_ca_certificate_file is not None and rpc_certificate_file is None:
-        raise click.UsageError("--rpc-ca-certificate-file needs --rpc-certificate-file")
-    if (webserver_certificate_file is None) != (webserver_private_key_file is None):
-        raise click.UsageError("--webserver-certificate-file and --webserver-private-key-file go together")
-    if rpc_authentication == "required" and rpc_ca_certificate_file is None:
-        raise click.UsageError("--rpc-authentication required needs --rpc-ca-certificate-file")
+    try:
+        ServerOptions(**tls.settings())  # the servers' own checks, before any server starts
+    except InvalidArgument as exc:
+        raise click.UsageError(f"TLS flags: {exc}") from exc
     if (root / CLUSTER_FILE).exists():
         cluster = MiniCluster.load(root)
         click.echo(f"restarting the cluster in {root}")
@@ -108,12 +99,7 @@ def start(
             ip_block=(0, 0),
             detached=True,
             auto_rebalancing=True,  # as a production master runs
-            rpc_certificate_file=_absolute(rpc_certificate_file),
-            rpc_private_key_file=_absolute(rpc_private_key_file),
-            rpc_ca_certificate_file=_absolute(rpc_ca_certificate_file),
-            rpc_authentication=rpc_authentication,
-            webserver_certificate_file=_absolute(webserver_certificate_file),
-            webserver_private_key_file=_absolute(webserver_private_key_file),
+            **tls.settings(resolve=True),  # absolute: the servers run in directories of their own
         )
         try:
             cluster = MiniCluster(root, options, locations=locations or None, client_location=client_location or None)
@@ -217,11 +203,6 @@ def status(root: Path, fmt: str) -> None:
 def _client_ca(cluster: MiniCluster) -> str:
     o = cluster.options
     return o.rpc_ca_certificate_file or "<the CA that signed " + o.rpc_certificate_file + ">"
-
-
-def _absolute(path: str | None) -> str:
-    """A TLS file as the servers get it: absolute (they run in their own directories); "" for none."""
-    return "" if path is None else str(Path(path).resolve())
 
 
 def _load(root: Path) -> MiniCluster:

@@ -15,7 +15,7 @@ from nyala.rpc.loop import run
 from nyala.rpc.netfault import install_from_environment
 from nyala.server import MASTER_WEB_PORT, ServerOptions
 from nyala.server.lifeline import hold_lifeline
-from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
+from nyala.tools._tls_flags import ServerTlsFlags, server_tls_options
 
 __all__ = ["master"]
 
@@ -153,8 +153,7 @@ def master() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
-@rpc_tls_options
-@webserver_tls_options
+@server_tls_options
 def start(
     fs_data_dir: str,
     rpc_bind_address: str,
@@ -180,12 +179,7 @@ def start(
     webserver_interface: str,
     metrics_enabled: bool,
     log_level: str,
-    rpc_certificate_file: str | None,
-    rpc_private_key_file: str | None,
-    rpc_ca_certificate_file: str | None,
-    rpc_authentication: str,
-    webserver_certificate_file: str | None,
-    webserver_private_key_file: str | None,
+    tls: ServerTlsFlags,
 ) -> None:
     """Run a master in the foreground until SIGTERM or SIGINT; logs go to stderr."""
     hold_lifeline()  # a test kit's master dies with the test process
@@ -199,12 +193,7 @@ def start(
                 webserver_port=webserver_port,
                 webserver_interface=webserver_interface,
                 metrics_enabled=metrics_enabled,
-                rpc_certificate_file=rpc_certificate_file or "",
-                rpc_private_key_file=rpc_private_key_file or "",
-                rpc_ca_certificate_file=rpc_ca_certificate_file or "",
-                rpc_authentication=rpc_authentication,
-                webserver_certificate_file=webserver_certificate_file or "",
-                webserver_private_key_file=webserver_private_key_file or "",
+                **tls.settings(),
                 raft=RaftOptions(
                     raft_tick_interval_ms=raft_tick_interval_ms, raft_heartbeat_interval_ms=raft_heartbeat_interval_ms
                 ),

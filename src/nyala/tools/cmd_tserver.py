@@ -16,7 +16,7 @@ from nyala.server.lifeline import hold_lifeline
 from nyala.storage import StorageOptions
 from nyala.storage.options import FLUSH_THRESHOLD_ROWS
 from nyala.tools._format import UnderscoreGroup
-from nyala.tools._tls_flags import rpc_tls_options, webserver_tls_options
+from nyala.tools._tls_flags import ServerTlsFlags, server_tls_options
 from nyala.tserver import TabletServer, TabletServerOptions
 from nyala.tserver.options import MASTER_DEFAULT_PORT, TSERVER_DEFAULT_PORT
 from nyala.wal import WalOptions
@@ -169,8 +169,7 @@ def tserver() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
-@rpc_tls_options
-@webserver_tls_options
+@server_tls_options
 def start(
     fs_data_dir: str,
     rpc_bind_address: str,
@@ -196,12 +195,7 @@ def start(
     webserver_interface: str,
     metrics_enabled: bool,
     log_level: str,
-    rpc_certificate_file: str | None,
-    rpc_private_key_file: str | None,
-    rpc_ca_certificate_file: str | None,
-    rpc_authentication: str,
-    webserver_certificate_file: str | None,
-    webserver_private_key_file: str | None,
+    tls: ServerTlsFlags,
 ) -> None:
     """Run a tablet server in the foreground until SIGTERM or SIGINT."""
     hold_lifeline()  # a test kit's tablet server dies with the test process
@@ -214,12 +208,7 @@ def start(
             webserver_port=webserver_port,
             webserver_interface=webserver_interface,
             metrics_enabled=metrics_enabled,
-            rpc_certificate_file=rpc_certificate_file or "",
-            rpc_private_key_file=rpc_private_key_file or "",
-            rpc_ca_certificate_file=rpc_ca_certificate_file or "",
-            rpc_authentication=rpc_authentication,
-            webserver_certificate_file=webserver_certificate_file or "",
-            webserver_private_key_file=webserver_private_key_file or "",
+            **tls.settings(),
             master_addresses=tuple(str(a) for a in parse_address_list(master_addresses, MASTER_DEFAULT_PORT)),
             heartbeat_interval_ms=heartbeat_interval_ms,
             scanner_ttl_ms=scanner_ttl_ms,
